@@ -1,0 +1,1 @@
+"""The conversation: wires the audio stages and the engine into one voice loop."""

@@ -1,0 +1,1 @@
+"""Shipped model files and the registry of known checkpoints."""

@@ -1,0 +1,1 @@
+"""What a person touches: the ``quicksilver`` command line and the Textual app."""
