@@ -74,9 +74,7 @@ def _add_engine_commands(sub: argparse._SubParsersAction) -> None:
     )
     ask.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto (default)")
     ask.add_argument("--json", action="store_true", help="print the answer and figures as JSON")
-    ask.add_argument(
-        "--show-thinking", action="store_true", help="also print the hidden reasoning"
-    )
+    ask.add_argument("--show-thinking", action="store_true", help="also print the hidden reasoning")
     ask.set_defaults(func=cmd_ask)
 
 

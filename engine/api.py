@@ -1,0 +1,235 @@
+"""The engine's public face: load a checkpoint, answer, stream drafts."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .checkpoints import load_checkpoint, save_checkpoint
+from .model import ModelConfig, Transformer
+from .sampler import DenoiseState, SamplerConfig, denoise
+from .tokenizer import Conversation, Tokenizer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A finished reply: the spoken ``text``, the hidden ``thinking`` and its cost."""
+
+    text: str
+    thinking: str
+    steps: int  # the step budget the answer was denoised with
+    forward_passes: int  # passes actually run (== steps unless an early finish was allowed)
+    latency_s: float  # from the call to the finished answer, tokenising included
+    prompt_tokens: int
+    canvas_tokens: int  # length of the reply canvas (max_new_tokens)
+    tokens: tuple[int, ...]  # the finished canvas, padding included
+
+
+@dataclass(frozen=True)
+class DenoiseFrame:
+    """The draft after one forward pass; ``answer`` is set on the last frame only."""
+
+    step: int
+    total_steps: int
+    text: str  # the spoken answer's draft, masked positions shown as ``MASK_GLYPH``
+    thinking: str  # the reasoning draft
+    masked: int  # positions of the canvas still masked
+    committed: int  # positions this pass committed
+    answer: Answer | None = None
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``"auto"`` picks CUDA when it is there, else the CPU; anything else is checked."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            "device 'cuda' was asked for but PyTorch sees no CUDA GPU; use 'cpu' or 'auto'"
+        )
+    return device
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    """float32 on the CPU; bfloat16 on GPUs that have it, else float16."""
+    if device.type != "cuda":
+        return torch.float32
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+class Engine:
+    """A diffusion language model with its tokenizer and default sampler settings.
+
+    >>> engine = Engine.load("path/to/checkpoint")
+    >>> answer = engine.answer("what is 17 times 3", steps=16)
+    >>> answer.text, answer.forward_passes
+    """
+
+    def __init__(
+        self,
+        model: Transformer,
+        tokenizer: Tokenizer,
+        sampler: SamplerConfig | None = None,
+    ) -> None:
+        if tokenizer.vocab_size > model.config.vocab_size:
+            raise ValueError(
+                f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size "
+                f"is {model.config.vocab_size}; raise ModelConfig.vocab_size"
+            )
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.sampler = sampler or SamplerConfig()
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        device: str | torch.device = "auto",
+        dtype: torch.dtype | None = None,
+    ) -> Engine:
+        """Load a checkpoint folder (config.json + model.safetensors + tokenizer.json)."""
+        config, state, tokenizer = load_checkpoint(path)
+        device = resolve_device(device)
+        with torch.device("meta"):
+            model = Transformer(config.model)
+        if config.model.tie_embeddings:
+            state["lm_head.weight"] = state["embed.weight"]
+        model.load_state_dict(state, assign=True)
+        if config.model.tie_embeddings:
+            model.lm_head.weight = model.embed.weight
+        model.to(device=device, dtype=dtype or default_dtype(device))
+        log.info(
+            "loaded %s (%.1fM parameters) on %s", path, config.model.parameter_count() / 1e6, device
+        )
+        return cls(model, tokenizer, config.sampler)
+
+    @classmethod
+    def random(
+        cls,
+        config: ModelConfig,
+        seed: int = 0,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype | None = None,
+        tokenizer: Tokenizer | None = None,
+        sampler: SamplerConfig | None = None,
+    ) -> Engine:
+        """A randomly initialised engine (byte-level tokenizer); for tests and benchmarks."""
+        device = resolve_device(device)
+        tokenizer = tokenizer or Tokenizer.byte_level()
+        with torch.device("meta"):
+            model = Transformer(config)
+        model.to_empty(device=device)
+        generator = torch.Generator(device=device).manual_seed(seed)
+        model.init_weights(generator)
+        model.to(dtype=dtype or default_dtype(device))
+        return cls(model, tokenizer, sampler)
+
+    def save(self, folder: str | Path, dtype: torch.dtype | None = None) -> Path:
+        """Write this engine as a checkpoint folder that :meth:`load` reads back."""
+        return save_checkpoint(folder, self.model, self.tokenizer, self.sampler, dtype)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    # ------------------------------------------------------------------ answering
+
+    def answer(self, conversation: Conversation, **options) -> Answer:
+        """Answer a question (or a list of chat messages) in the configured steps.
+
+        ``options`` override :class:`SamplerConfig` fields for this call, e.g.
+        ``steps=16, max_new_tokens=128, threshold=0.9``.
+        """
+        *_, last = self._frames(*self._prepare(conversation, options), drafts=False)
+        return last.answer
+
+    def stream(self, conversation: Conversation, **options) -> Iterator[DenoiseFrame]:
+        """Like :meth:`answer`, yielding a :class:`DenoiseFrame` after every forward pass.
+
+        Bad input raises here, before the first frame.
+        """
+        return self._frames(*self._prepare(conversation, options), drafts=True)
+
+    def _prepare(
+        self, conversation: Conversation, options: dict
+    ) -> tuple[SamplerConfig, list[int], float]:
+        started = time.perf_counter()
+        config = self.sampler_config(**options)
+        prompt_ids = self.tokenizer.prompt_ids(conversation)
+        self._check_length(len(prompt_ids), config.max_new_tokens)
+        return config, prompt_ids, started
+
+    def _frames(
+        self, config: SamplerConfig, prompt_ids: list[int], started: float, drafts: bool
+    ) -> Iterator[DenoiseFrame]:
+        prompt = torch.tensor(prompt_ids, dtype=torch.long, device=self.device)
+        mask_id, end_id = self.tokenizer.mask_id, self.tokenizer.end_id
+        with torch.inference_mode():
+            for state in denoise(self.model, prompt, config, mask_id=mask_id, end_id=end_id):
+                finished = not bool(state.masked.any())
+                if not (drafts or finished):
+                    continue
+                answer = self._finish(state, config, prompt_ids, started) if finished else None
+                thinking, text = (
+                    (answer.thinking, answer.text)
+                    if answer
+                    else self.tokenizer.split_draft(state.canvas.tolist(), state.masked.tolist())
+                )
+                yield DenoiseFrame(
+                    state.step,
+                    state.total_steps,
+                    text,
+                    thinking,
+                    int(state.masked.sum()),
+                    state.committed,
+                    answer,
+                )
+
+    def _finish(
+        self, state: DenoiseState, config: SamplerConfig, prompt_ids: list[int], started: float
+    ) -> Answer:
+        tokens = tuple(state.canvas.tolist())
+        thinking, text = self.tokenizer.split_reply(tokens)
+        return Answer(
+            text=text,
+            thinking=thinking,
+            steps=state.total_steps,
+            forward_passes=state.step,
+            latency_s=time.perf_counter() - started,
+            prompt_tokens=len(prompt_ids),
+            canvas_tokens=config.max_new_tokens,
+            tokens=tokens,
+        )
+
+    def sampler_config(self, **options) -> SamplerConfig:
+        """The engine's default sampler settings with ``options`` applied (None = default)."""
+        unknown = sorted(set(options) - {f.name for f in dataclasses.fields(SamplerConfig)})
+        if unknown:
+            raise ValueError(f"unknown sampler options {unknown}; see engine.SamplerConfig")
+        return dataclasses.replace(
+            self.sampler, **{k: v for k, v in options.items() if v is not None}
+        )
+
+    def _check_length(self, prompt_tokens: int, new_tokens: int) -> None:
+        context = self.model.config.max_seq_len
+        if prompt_tokens >= context:
+            raise ValueError(
+                f"the prompt is {prompt_tokens} tokens but the model's context is {context}; "
+                "shorten the question or drop older turns"
+            )
+        if prompt_tokens + new_tokens > context:
+            raise ValueError(
+                f"max_new_tokens={new_tokens} does not fit: the prompt takes {prompt_tokens} of "
+                f"the model's {context}-token context; "
+                f"use max_new_tokens ≤ {context - prompt_tokens}"
+            )

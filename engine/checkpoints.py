@@ -1,0 +1,178 @@
+"""Quicksilver's checkpoint format: one folder with three files.
+
+* ``config.json``: the model shape (:class:`~engine.model.ModelConfig`), the special
+  tokens, the chat template and the default sampler settings;
+* ``model.safetensors``: the weights (any float dtype; loaded into the runtime dtype);
+* ``tokenizer.json``: a Hugging Face ``tokenizers`` file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from .model import ModelConfig, Transformer
+from .sampler import SamplerConfig
+from .tokenizer import ChatTemplate, SpecialTokens, Tokenizer
+
+FORMAT = "quicksilver-dllm"
+FORMAT_VERSION = 1
+CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE = "config.json", "model.safetensors", "tokenizer.json"
+
+
+@dataclass
+class CheckpointConfig:
+    """Everything in ``config.json``."""
+
+    model: ModelConfig
+    special_tokens: SpecialTokens = field(default_factory=SpecialTokens)
+    chat_template: ChatTemplate = field(default_factory=ChatTemplate)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+
+    def to_dict(self) -> dict:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "model": self.model.to_dict(),
+            "special_tokens": asdict(self.special_tokens),
+            "chat_template": asdict(self.chat_template),
+            "sampler": asdict(self.sampler),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict, source: Path) -> CheckpointConfig:
+        if data.get("format") != FORMAT:
+            raise ValueError(
+                f"{source} is not a Quicksilver checkpoint (format {data.get('format')!r}, "
+                f"expected {FORMAT!r}); convert it or point to a Quicksilver checkpoint folder"
+            )
+        if data.get("format_version", 0) > FORMAT_VERSION:
+            raise ValueError(
+                f"{source} uses checkpoint format version {data['format_version']}, newer than "
+                f"this Quicksilver reads ({FORMAT_VERSION}); "
+                "upgrade with `pip install -U quicksilver`"
+            )
+        try:
+            return cls(
+                model=ModelConfig.from_dict(data["model"]),
+                special_tokens=_build(SpecialTokens, data.get("special_tokens", {}), source),
+                chat_template=_build(ChatTemplate, data.get("chat_template", {}), source),
+                sampler=_build(SamplerConfig, data.get("sampler", {}), source),
+            )
+        except KeyError as missing:
+            raise ValueError(
+                f"{source} lacks the setting {missing}; re-save the checkpoint"
+            ) from None
+
+
+def _build(cls, data: dict, source: Path):
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"{source}: unknown {cls.__name__} settings {unknown}")
+    return cls(**data)
+
+
+def save_checkpoint(
+    folder: str | Path,
+    model: Transformer,
+    tokenizer: Tokenizer,
+    sampler: SamplerConfig | None = None,
+    dtype: torch.dtype | None = None,
+) -> Path:
+    """Write a checkpoint folder; ``dtype`` (e.g. ``torch.float16``) shrinks the weights."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = CheckpointConfig(
+        model.config, tokenizer.specials, tokenizer.template, sampler or SamplerConfig()
+    )
+    state = {}
+    for name, tensor in model.state_dict().items():
+        if name == "lm_head.weight" and model.config.tie_embeddings:
+            continue  # the same tensor as embed.weight
+        tensor = tensor.detach().to("cpu")
+        state[name] = (tensor.to(dtype) if dtype is not None else tensor).contiguous()
+    save_file(state, str(folder / WEIGHTS_FILE), metadata={"format": FORMAT})
+    tokenizer.save(folder / TOKENIZER_FILE)
+    (folder / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+    return folder
+
+
+def load_checkpoint(
+    folder: str | Path,
+) -> tuple[CheckpointConfig, dict[str, torch.Tensor], Tokenizer]:
+    """Read and check a checkpoint folder: config, weights (on CPU) and tokenizer."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"no checkpoint folder at {folder}; pass a folder holding {CONFIG_FILE}, "
+            f"{WEIGHTS_FILE} and {TOKENIZER_FILE}"
+        )
+    missing = [
+        name
+        for name in (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE)
+        if not (folder / name).is_file()
+    ]
+    if missing:
+        raise FileNotFoundError(
+            f"checkpoint folder {folder} lacks {', '.join(missing)}; a checkpoint needs "
+            f"{CONFIG_FILE}, {WEIGHTS_FILE} and {TOKENIZER_FILE} (re-save or re-download it)"
+        )
+    try:
+        data = json.loads((folder / CONFIG_FILE).read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{folder / CONFIG_FILE} is not valid JSON ({error}); re-save the checkpoint"
+        ) from None
+    config = CheckpointConfig.from_dict(data, folder / CONFIG_FILE)
+    try:
+        state = load_file(str(folder / WEIGHTS_FILE))
+    except (SafetensorError, OSError) as error:
+        raise ValueError(
+            f"{folder / WEIGHTS_FILE} cannot be read ({error}); re-save the checkpoint"
+        ) from None
+    try:
+        tokenizer = Tokenizer.from_file(
+            folder / TOKENIZER_FILE, config.special_tokens, config.chat_template
+        )
+    except Exception as error:  # tokenizers raises a bare Exception on a malformed file
+        if isinstance(error, ValueError):
+            raise
+        raise ValueError(
+            f"{folder / TOKENIZER_FILE} cannot be read ({error}); re-save the checkpoint"
+        ) from None
+    check_weights(config.model, state, folder)
+    if tokenizer.vocab_size > config.model.vocab_size:
+        raise ValueError(
+            f"{folder}: the tokenizer has {tokenizer.vocab_size} tokens but the model only "
+            f"{config.model.vocab_size}; the files come from different checkpoints"
+        )
+    return config, state, tokenizer
+
+
+def check_weights(config: ModelConfig, state: dict[str, torch.Tensor], folder: Path) -> None:
+    """Names and shapes of the weights must match the config exactly."""
+    with torch.device("meta"):
+        expected = {k: v.shape for k, v in Transformer(config).state_dict().items()}
+    if config.tie_embeddings:
+        expected.pop("lm_head.weight")
+    problems = [f"missing {name}" for name in expected if name not in state]
+    problems += [f"unexpected {name}" for name in state if name not in expected]
+    problems += [
+        f"{name} has shape {tuple(state[name].shape)}, config.json implies {tuple(shape)}"
+        for name, shape in expected.items()
+        if name in state and state[name].shape != shape
+    ]
+    if problems:
+        shown = "; ".join(problems[:5]) + (
+            f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
+        )
+        raise ValueError(
+            f"{folder / WEIGHTS_FILE} does not match {folder / CONFIG_FILE}: {shown}. "
+            "The weights and config come from different models; re-save the checkpoint"
+        )

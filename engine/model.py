@@ -1,0 +1,305 @@
+"""The transformer behind the engine: one bidirectional decoder stack.
+
+RMSNorm, rotary position embeddings, SwiGLU feed-forward and PyTorch's
+``scaled_dot_product_attention``; options for grouped-query attention, q/k/v biases,
+q/k RMSNorm and tied embeddings cover LLaDA-, Dream- and Qwen-shaped checkpoints.
+
+The same weights run three ways:
+
+* bidirectionally over prompt + canvas (masked diffusion, the engine's normal mode);
+* with ``prompt_sees_reply=False`` the prompt attends only to itself, so its keys and
+  values do not depend on the canvas and can be cached exactly across denoising steps;
+* causally with a KV cache (the autoregressive baseline in ``benchmarks/engine.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+@dataclass
+class ModelConfig:
+    """Shape and options of the transformer; stored as ``config.json["model"]``."""
+
+    vocab_size: int = 512
+    d_model: int = 256
+    n_layers: int = 4
+    n_heads: int = 4
+    n_kv_heads: int | None = None  # None: same as n_heads (no grouped-query attention)
+    mlp_hidden: int | None = None  # None: about 8/3 * d_model, rounded up to 64
+    max_seq_len: int = 1024
+    rope_theta: float = 10_000.0
+    norm_eps: float = 1e-5
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    tie_embeddings: bool = False
+    prompt_sees_reply: bool = True  # False: prompt attends to itself only (exact prompt cache)
+
+    def __post_init__(self) -> None:
+        if self.n_kv_heads is None:
+            self.n_kv_heads = self.n_heads
+        if self.mlp_hidden is None:
+            self.mlp_hidden = 64 * math.ceil(8 * self.d_model / 3 / 64)
+        problems = []
+        if self.d_model % self.n_heads:
+            problems.append(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
+        if self.n_heads % self.n_kv_heads:
+            problems.append(
+                f"n_heads {self.n_heads} is not divisible by n_kv_heads {self.n_kv_heads}"
+            )
+        if (self.d_model // self.n_heads) % 2:
+            problems.append("the head dimension d_model / n_heads must be even for RoPE")
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_seq_len"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be at least 1")
+        if problems:
+            raise ValueError("invalid ModelConfig: " + "; ".join(problems))
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ModelConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(
+                f"config.json has unknown model settings {unknown}; "
+                "was it written by a newer Quicksilver? Upgrade with `pip install -U quicksilver`."
+            )
+        return cls(**data)
+
+    @classmethod
+    def llada_8b(cls) -> ModelConfig:
+        """The shape of LLaDA-8B (GSAI-ML/LLaDA-8B-Instruct)."""
+        return cls(
+            vocab_size=126_464,
+            d_model=4096,
+            n_layers=32,
+            n_heads=32,
+            n_kv_heads=32,
+            mlp_hidden=12_288,
+            max_seq_len=4096,
+            rope_theta=500_000.0,
+            norm_eps=1e-5,
+        )
+
+    def parameter_count(self) -> int:
+        """Number of parameters, without building the model."""
+        attn = self.d_model * self.head_dim * (self.n_heads * 2 + self.n_kv_heads * 2)
+        if self.qkv_bias:
+            attn += self.head_dim * (self.n_heads + 2 * self.n_kv_heads)
+        norms = 2 * self.d_model + (2 * self.head_dim if self.qk_norm else 0)
+        block = attn + 3 * self.d_model * self.mlp_hidden + norms
+        embeddings = self.vocab_size * self.d_model * (1 if self.tie_embeddings else 2)
+        return self.n_layers * block + embeddings + self.d_model
+
+
+class KVCache:
+    """Keys and values of every layer at absolute positions, preallocated to a length.
+
+    A forward pass over positions ``[start, start + n)`` writes its keys/values there
+    and attends to ``[0, start + n)``. Which prefix stays valid between passes is the
+    caller's knowledge: the sampler keeps the prompt, the autoregressive loop keeps all.
+    """
+
+    def __init__(self, config: ModelConfig, batch: int, length: int, device, dtype) -> None:
+        shape = (batch, config.n_kv_heads, length, config.head_dim)
+        self.keys = [torch.empty(shape, device=device, dtype=dtype) for _ in range(config.n_layers)]
+        self.values = [torch.empty_like(k) for k in self.keys]
+        self.length = length
+
+    def update(self, layer: int, start: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        end = start + k.shape[2]
+        if end > self.length:
+            raise ValueError(f"KV cache holds {self.length} positions, pass needs {end}")
+        self.keys[layer][:, :, start:end] = k
+        self.values[layer][:, :, start:end] = v
+        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+def rope_tables(config: ModelConfig, device=None) -> tuple[Tensor, Tensor]:
+    """cos/sin tables of shape (max_seq_len, head_dim / 2), in float32."""
+    half = config.head_dim // 2
+    inv_freq = 1.0 / (config.rope_theta ** (torch.arange(half, device=device).float() / half))
+    angles = torch.outer(torch.arange(config.max_seq_len, device=device).float(), inv_freq)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate (batch, heads, seq, head_dim) by position; halves layout as in LLaMA/Qwen."""
+    x1, x2 = x.float().chunk(2, dim=-1)
+    rotated = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    return rotated.to(x.dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, config: ModelConfig, layer: int) -> None:
+        super().__init__()
+        self.layer = layer
+        self.n_heads, self.n_kv_heads, self.head_dim = (
+            config.n_heads,
+            config.n_kv_heads,
+            config.head_dim,
+        )
+        d, hd = config.d_model, config.head_dim
+        self.q_proj = nn.Linear(d, config.n_heads * hd, bias=config.qkv_bias)
+        self.k_proj = nn.Linear(d, config.n_kv_heads * hd, bias=config.qkv_bias)
+        self.v_proj = nn.Linear(d, config.n_kv_heads * hd, bias=config.qkv_bias)
+        self.o_proj = nn.Linear(config.n_heads * hd, d, bias=False)
+        self.q_norm = RMSNorm(hd, config.norm_eps) if config.qk_norm else None
+        self.k_norm = RMSNorm(hd, config.norm_eps) if config.qk_norm else None
+
+    def forward(
+        self,
+        x: Tensor,
+        cos: Tensor,
+        sin: Tensor,
+        start: int,
+        mask: Tensor | None,
+        causal: bool,
+        cache: KVCache | None,
+    ) -> Tensor:
+        b, n, _ = x.shape
+        q = self.q_proj(x).view(b, n, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, n, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, n, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is not None:
+            k, v = cache.update(self.layer, start, k, v)
+        # is_causal aligns the mask to the top-left corner, which is only right when the
+        # queries start at key 0 or there is a single query (which may see every key).
+        use_is_causal = causal and start == 0 and mask is None
+        if causal and not use_is_causal and n > 1:
+            mask = torch.ones(n, k.shape[2], dtype=torch.bool, device=x.device).tril(start)
+        y = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=mask,
+            is_causal=use_is_causal,
+            enable_gqa=self.n_kv_heads != self.n_heads,
+        )
+        return self.o_proj(y.transpose(1, 2).reshape(b, n, -1))
+
+
+class FeedForward(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(config.d_model, config.mlp_hidden, bias=False)
+        self.up_proj = nn.Linear(config.d_model, config.mlp_hidden, bias=False)
+        self.down_proj = nn.Linear(config.mlp_hidden, config.d_model, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    def __init__(self, config: ModelConfig, layer: int) -> None:
+        super().__init__()
+        self.attn_norm = RMSNorm(config.d_model, config.norm_eps)
+        self.attn = Attention(config, layer)
+        self.mlp_norm = RMSNorm(config.d_model, config.norm_eps)
+        self.mlp = FeedForward(config)
+
+    def forward(self, x, cos, sin, start, mask, causal, cache) -> Tensor:
+        x = x + self.attn(self.attn_norm(x), cos, sin, start, mask, causal, cache)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
+        self.norm = RMSNorm(config.d_model, config.norm_eps)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tie_embeddings:
+            self.lm_head.weight = self.embed.weight
+        self._rope: tuple[Tensor, Tensor] | None = None  # float32 cos/sin, built on first use
+
+    def init_weights(self, generator: torch.Generator | None = None) -> None:
+        """Normal(0, 0.02) weights, output projections scaled by depth (GPT-2 style)."""
+        out_std = 0.02 / math.sqrt(2 * self.config.n_layers)
+        for name, param in self.named_parameters():
+            if name.endswith("norm.weight"):
+                nn.init.ones_(param)
+            elif name.endswith(".bias"):
+                nn.init.zeros_(param)
+            else:
+                std = out_std if name.endswith(("o_proj.weight", "down_proj.weight")) else 0.02
+                nn.init.normal_(param, 0.0, std, generator=generator)
+
+    def rope(self, device: torch.device) -> tuple[Tensor, Tensor]:
+        """Rotary tables in float32 on ``device``, whatever dtype the weights are in."""
+        if self._rope is None or self._rope[0].device != device:
+            self._rope = rope_tables(self.config, device=device)
+        return self._rope
+
+    def forward(
+        self,
+        tokens: Tensor,
+        *,
+        start: int = 0,
+        prompt_len: Tensor | int | None = None,
+        causal: bool = False,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        """Logits (batch, n, vocab) for ``tokens`` (batch, n) at positions ``start..start+n``.
+
+        ``prompt_len`` (an int, or one per row) marks the prompt; with
+        ``prompt_sees_reply=False`` prompt queries then attend to prompt keys only.
+        """
+        n = tokens.shape[1]
+        if start + n > self.config.max_seq_len:
+            raise ValueError(
+                f"sequence of {start + n} tokens exceeds the model's context of "
+                f"{self.config.max_seq_len}; shorten the prompt or lower max_new_tokens"
+            )
+        cos, sin = self.rope(tokens.device)
+        cos, sin = cos[start : start + n], sin[start : start + n]
+        mask = None
+        if not causal and not self.config.prompt_sees_reply and prompt_len is not None:
+            mask = prompt_isolation_mask(prompt_len, start, n, tokens.device)
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x, cos, sin, start, mask, causal, cache)
+        return self.lm_head(self.norm(x))
+
+
+def prompt_isolation_mask(prompt_len: Tensor | int, start: int, n: int, device) -> Tensor | None:
+    """Attention mask where prompt queries see prompt keys only and reply queries see all.
+
+    Queries are positions ``start..start+n``; keys are ``0..start+n``. Returns None when
+    no query lies in the prompt (nothing to hide).
+    """
+    lengths = torch.as_tensor(prompt_len, device=device).reshape(-1, 1, 1, 1)
+    if start >= int(lengths.max()):
+        return None
+    query = torch.arange(start, start + n, device=device).view(1, 1, n, 1)
+    key = torch.arange(start + n, device=device).view(1, 1, 1, start + n)
+    return (key < lengths) | (query >= lengths)

@@ -1,0 +1,230 @@
+"""Masked-diffusion decoding with a hard step budget.
+
+The reply canvas starts fully masked. Each step is one forward pass that predicts every
+masked position; the most confident predictions are committed and never remasked. The
+number committed per step is ``ceil(masked left / steps left)`` of the current block, so
+with the default options the canvas is complete after exactly ``steps`` passes whatever
+its length (LLaDA's linear schedule, front-loaded remainder).
+
+Options, all in :class:`SamplerConfig`:
+
+* confidence: top-1 probability, top-1 minus top-2 margin, or negative entropy;
+* temperature: Gumbel-max sampling of each prediction (0 = greedy);
+* semi-autoregressive blocks: the canvas is decoded block by block, the steps split
+  between blocks;
+* threshold: also commit every prediction whose confidence reaches τ, so a block may
+  finish early; the quota above still guarantees it never takes more passes;
+* stop_at_end: once an end token is committed, everything after it is padding and is
+  filled at once, which can only end the answer sooner;
+* prompt_cache: reuse the prompt's keys/values across steps. ``"exact"`` does so only
+  when the model's prompt cannot see the reply (then it is lossless); ``"approximate"``
+  also does it for fully bidirectional models and keeps everything before the current
+  block, refreshed at each block start (Fast-dLLM's prefix cache).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from .model import KVCache, Transformer
+
+Confidence = Literal["probability", "margin", "entropy"]
+PromptCache = Literal["exact", "approximate", "off"]
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """How a reply canvas is denoised."""
+
+    steps: int = 16
+    max_new_tokens: int = 128
+    block_length: int | None = None  # None: the whole canvas is one block
+    confidence: Confidence = "probability"
+    temperature: float = 0.0
+    threshold: float | None = None
+    stop_at_end: bool = False
+    prompt_cache: PromptCache = "exact"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise ValueError(f"steps must be at least 1, got {self.steps}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+        if self.block_length is not None and self.block_length < 1:
+            raise ValueError(f"block_length must be at least 1 or None, got {self.block_length}")
+        if self.confidence not in ("probability", "margin", "entropy"):
+            raise ValueError(
+                f"confidence must be 'probability', 'margin' or 'entropy', got {self.confidence!r}"
+            )
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be 0 (greedy) or more, got {self.temperature}")
+        if self.threshold is not None and not 0.0 < self.threshold <= 1.0:
+            raise ValueError(f"threshold must lie in (0, 1], got {self.threshold}")
+        if self.prompt_cache not in ("exact", "approximate", "off"):
+            raise ValueError(
+                f"prompt_cache must be 'exact', 'approximate' or 'off', got {self.prompt_cache!r}"
+            )
+        if self.steps < self.num_blocks:
+            raise ValueError(
+                f"{self.steps} steps cannot cover {self.num_blocks} blocks of "
+                f"{self.block_length} tokens; raise steps or block_length"
+            )
+
+    @property
+    def blocks(self) -> list[tuple[int, int]]:
+        """(start, end) of each block within the canvas."""
+        size = self.block_length or self.max_new_tokens
+        return [
+            (start, min(start + size, self.max_new_tokens))
+            for start in range(0, self.max_new_tokens, size)
+        ]
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.blocks)
+
+    def step_budgets(self) -> list[int]:
+        """Steps given to each block: ``steps`` split evenly, at most one per token."""
+        n = self.num_blocks
+        return [
+            min(self.steps // n + (i < self.steps % n), end - start)
+            for i, (start, end) in enumerate(self.blocks)
+        ]
+
+
+@dataclass
+class DenoiseState:
+    """The canvas after one forward pass. Tensors are live: copy what you keep."""
+
+    step: int  # 1-based count of forward passes so far
+    total_steps: int  # the step budget; threshold and stop_at_end may finish sooner
+    canvas: Tensor  # (max_new_tokens,) token ids; masked positions hold the mask id
+    masked: Tensor  # (max_new_tokens,) bool
+    committed: int  # positions committed by this pass
+
+
+def denoise(
+    model: Transformer,
+    prompt: Tensor,
+    config: SamplerConfig,
+    *,
+    mask_id: int,
+    end_id: int,
+) -> Iterator[DenoiseState]:
+    """Denoise a reply canvas after ``prompt`` (1-D ids), yielding after every pass."""
+    device = prompt.device
+    prompt_len, length = prompt.numel(), config.max_new_tokens
+    sequence = torch.cat([prompt, torch.full((length,), mask_id, device=device)]).unsqueeze(0)
+    canvas = sequence[0, prompt_len:]  # a view: committing writes into the sequence
+    masked = torch.ones(length, dtype=torch.bool, device=device)
+    generator = torch.Generator(device=device).manual_seed(config.seed)
+
+    cache_mode = _cache_mode(model, config)
+    cache = None
+    if cache_mode != "off":
+        param = next(model.parameters())
+        cache = KVCache(model.config, 1, prompt_len + length, device, param.dtype)
+    valid_prefix = 0  # positions [0, valid_prefix) of the cache stay valid between passes
+
+    budgets = config.step_budgets()
+    total, step = sum(budgets), 0
+    for (block_start, block_end), budget in zip(config.blocks, budgets, strict=True):
+        if cache_mode == "approximate":
+            valid_prefix = 0  # recompute the prefix once at the start of each block
+        for steps_done in range(budget):
+            left = int(masked[block_start:block_end].sum())
+            if left == 0:
+                break
+            start = valid_prefix
+            logits = model(sequence[:, start:], start=start, prompt_len=prompt_len, cache=cache)
+            step += 1
+            if cache_mode == "exact":
+                valid_prefix = prompt_len
+            elif cache_mode == "approximate":
+                valid_prefix = prompt_len + block_start
+            block_logits = logits[
+                0, prompt_len - start + block_start : prompt_len - start + block_end
+            ]
+            quota = math.ceil(left / (budget - steps_done))
+            committed = _commit(
+                block_logits,
+                canvas[block_start:block_end],
+                masked[block_start:block_end],
+                quota,
+                config,
+                mask_id,
+                generator,
+            )
+            if config.stop_at_end:
+                committed += _fill_after_end(canvas, masked, end_id)
+            yield DenoiseState(step, total, canvas, masked, committed)
+    if bool(masked.any()):  # unreachable by construction; a guard for the budget arithmetic
+        raise RuntimeError("denoising ended with masked positions left")
+
+
+def _cache_mode(model: Transformer, config: SamplerConfig) -> PromptCache:
+    if config.prompt_cache == "exact":
+        return "off" if model.config.prompt_sees_reply else "exact"
+    return config.prompt_cache
+
+
+def _commit(
+    logits: Tensor,
+    canvas: Tensor,
+    masked: Tensor,
+    quota: int,
+    config: SamplerConfig,
+    mask_id: int,
+    generator: torch.Generator,
+) -> int:
+    """Commit the most confident masked predictions of one block, in place."""
+    logits = logits.float()
+    logits[:, mask_id] = -math.inf  # the mask token is never an answer
+    if config.temperature > 0:
+        uniform = torch.rand(
+            logits.shape, generator=generator, device=logits.device, dtype=torch.float64
+        )
+        gumbel = -torch.log(-torch.log(uniform.clamp_min(1e-300)))
+        prediction = (logits.double() + config.temperature * gumbel).argmax(-1)
+    else:
+        prediction = logits.argmax(-1)
+    confidence = _confidence(logits, prediction, config.confidence)
+    confidence = confidence.masked_fill(~masked, -math.inf)
+    count = quota
+    if config.threshold is not None:
+        count = max(quota, int((confidence >= config.threshold).sum()))
+    count = min(count, int(masked.sum()))
+    chosen = confidence.topk(count).indices
+    canvas[chosen] = prediction[chosen]
+    masked[chosen] = False
+    return count
+
+
+def _confidence(logits: Tensor, prediction: Tensor, kind: Confidence) -> Tensor:
+    probs = logits.softmax(-1)
+    if kind == "probability":
+        return probs.gather(-1, prediction.unsqueeze(-1)).squeeze(-1)
+    if kind == "margin":
+        top2 = probs.topk(2, dim=-1).values
+        return top2[:, 0] - top2[:, 1]
+    return (probs * torch.log(probs.clamp_min(1e-12))).sum(-1)  # negative entropy
+
+
+def _fill_after_end(canvas: Tensor, masked: Tensor, end_id: int) -> int:
+    """Commit every masked position after the first committed end token as padding."""
+    ends = ((canvas == end_id) & ~masked).nonzero()
+    if ends.numel() == 0:
+        return 0
+    tail = masked.clone()
+    tail[: int(ends[0]) + 1] = False
+    count = int(tail.sum())
+    canvas[tail] = end_id
+    masked[tail] = False
+    return count

@@ -1,0 +1,222 @@
+"""Tokenizer, chat template and the reply canvas's reasoning/answer regions.
+
+Text ↔ ids goes through Hugging Face ``tokenizers`` (a ``tokenizer.json``). The chat
+template renders a conversation into the prompt; the generation prompt opens the
+hidden reasoning region, so a reply canvas reads::
+
+    reasoning … <|answer|> spoken answer … <|end|> <|end|> …
+
+and everything after the first end token is padding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import tokenizers
+from tokenizers import decoders, models, pre_tokenizers
+
+Message = dict[str, str]
+Conversation = str | Sequence[Message]
+
+MASK_GLYPH = "░"  # how a still-masked position shows in a streamed draft
+ROLES = ("system", "user", "assistant")
+
+
+@dataclass
+class SpecialTokens:
+    """Names of the tokens the engine gives a meaning to."""
+
+    mask: str = "<|mask|>"
+    end: str = "<|end|>"
+    think: str = "<|think|>"
+    answer: str = "<|answer|>"
+
+
+@dataclass
+class ChatTemplate:
+    """How messages become a prompt. ``{content}`` marks where each message's text goes.
+
+    Earlier assistant turns are rendered with their spoken text only; their reasoning
+    is not carried into the next prompt.
+    """
+
+    bos: str = ""
+    system: str = "<|system|>{content}<|end|>"
+    user: str = "<|user|>{content}<|end|>"
+    assistant: str = "<|assistant|>{content}<|end|>"
+    generation_prompt: str = "<|assistant|><|think|>"
+
+
+def byte_level_tokenizer(
+    specials: SpecialTokens, extra_special: Sequence[str] = ()
+) -> tokenizers.Tokenizer:
+    """A tokenizer with one token per byte (no merges) plus the special tokens.
+
+    Works for any text without an unknown token; a fresh model trained on it sees
+    every character, which small reasoning models need for digits and spelling.
+    """
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {symbol: i for i, symbol in enumerate(alphabet)}
+    tok = tokenizers.Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    template_specials = ["<|system|>", "<|user|>", "<|assistant|>"]
+    names = [*asdict(specials).values(), *template_specials, *extra_special]
+    tok.add_special_tokens(list(dict.fromkeys(names)))
+    return tok
+
+
+class Tokenizer:
+    """``tokenizers.Tokenizer`` plus the engine's special tokens and chat template."""
+
+    def __init__(
+        self,
+        hf: tokenizers.Tokenizer,
+        specials: SpecialTokens | None = None,
+        template: ChatTemplate | None = None,
+    ) -> None:
+        self.hf = hf
+        self.specials = specials or SpecialTokens()
+        self.template = template or ChatTemplate()
+        ids = {}
+        for role, name in asdict(self.specials).items():
+            token_id = hf.token_to_id(name)
+            if token_id is None:
+                raise ValueError(
+                    f"tokenizer.json has no {role} token {name!r}; add it as a special token "
+                    "or name the right one under config.json['special_tokens']"
+                )
+            ids[role] = token_id
+        self.mask_id, self.end_id = ids["mask"], ids["end"]
+        self.think_id, self.answer_id = ids["think"], ids["answer"]
+        self.vocab_size = hf.get_vocab_size(with_added_tokens=True)
+        self.starts_in_reasoning = self.template.generation_prompt.endswith(self.specials.think)
+
+    @classmethod
+    def byte_level(
+        cls, specials: SpecialTokens | None = None, template: ChatTemplate | None = None
+    ) -> Tokenizer:
+        specials = specials or SpecialTokens()
+        return cls(byte_level_tokenizer(specials), specials, template)
+
+    @classmethod
+    def from_file(
+        cls,
+        path: str | Path,
+        specials: SpecialTokens | None = None,
+        template: ChatTemplate | None = None,
+    ) -> Tokenizer:
+        return cls(tokenizers.Tokenizer.from_file(str(path)), specials, template)
+
+    def save(self, path: str | Path) -> None:
+        self.hf.save(str(path))
+
+    # ------------------------------------------------------------------ text ↔ ids
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of user-supplied text; special-token names in it stay plain text."""
+        self.hf.encode_special_tokens = True
+        try:
+            return self.hf.encode(text, add_special_tokens=False).ids
+        finally:
+            self.hf.encode_special_tokens = False
+
+    def _encode_markup(self, markup: str) -> list[int]:
+        """Ids of template text, whose special-token names are meant as special tokens."""
+        return self.hf.encode(markup, add_special_tokens=False).ids if markup else []
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of ids, without special tokens or ids outside the vocabulary."""
+        kept = [i for i in ids if 0 <= i < self.vocab_size]
+        return self.hf.decode(kept, skip_special_tokens=True)
+
+    # ------------------------------------------------------------------ chat
+
+    def prompt_ids(self, conversation: Conversation) -> list[int]:
+        """The prompt for a question or a list of ``{"role", "content"}`` messages."""
+        messages = normalise_conversation(conversation)
+        ids = self._encode_markup(self.template.bos)
+        for message in messages:
+            ids += self._render(getattr(self.template, message["role"]), message["content"])
+        return ids + self._encode_markup(self.template.generation_prompt)
+
+    def _render(self, pattern: str, content: str) -> list[int]:
+        before, _, after = pattern.partition("{content}")
+        return self._encode_markup(before) + self.encode(content) + self._encode_markup(after)
+
+    def reply_ids(self, thinking: str, text: str) -> list[int]:
+        """The canvas a model should produce: reasoning, answer marker, answer, end."""
+        reasoning = [*self.encode(thinking), self.answer_id] if self.starts_in_reasoning else []
+        return reasoning + self.encode(text) + [self.end_id]
+
+    def split_reply(self, ids: Sequence[int]) -> tuple[str, str]:
+        """(thinking, text) of a finished canvas: cut at the end token, split at the marker."""
+        ids = list(ids)
+        if self.end_id in ids:
+            ids = ids[: ids.index(self.end_id)]
+        if self.answer_id in ids:
+            cut = ids.index(self.answer_id)
+            return self.decode(ids[:cut]).strip(), self.decode(ids[cut + 1 :]).strip()
+        if self.starts_in_reasoning:
+            return self.decode(ids).strip(), ""
+        return "", self.decode(ids).strip()
+
+    def split_draft(self, ids: Sequence[int], masked: Sequence[bool]) -> tuple[str, str]:
+        """(thinking, text) of a canvas mid-denoising, masked positions as ``MASK_GLYPH``.
+
+        Positions after a committed end token are padding and not shown. Until the
+        answer marker is committed, the draft counts as reasoning when the canvas
+        starts in the reasoning region.
+        """
+        ids, masked = list(ids), list(masked)
+        for i, (token, hidden) in enumerate(zip(ids, masked, strict=True)):
+            if token == self.end_id and not hidden:
+                ids, masked = ids[:i], masked[:i]
+                break
+        committed = (i for i, hidden in enumerate(masked) if not hidden)
+        marker = next((i for i in committed if ids[i] == self.answer_id), None)
+        if marker is None:
+            draft = self._render_draft(ids, masked)
+            return (draft, "") if self.starts_in_reasoning else ("", draft)
+        return (
+            self._render_draft(ids[:marker], masked[:marker]),
+            self._render_draft(ids[marker + 1 :], masked[marker + 1 :]),
+        )
+
+    def _render_draft(self, ids: list[int], masked: list[bool]) -> str:
+        pieces, run = [], []
+        for token, hidden in zip(ids, masked, strict=True):
+            if hidden:
+                if run:
+                    pieces.append(self.decode(run))
+                    run = []
+                pieces.append(MASK_GLYPH)
+            else:
+                run.append(token)
+        if run:
+            pieces.append(self.decode(run))
+        return "".join(pieces).strip()
+
+
+def normalise_conversation(conversation: Conversation) -> list[Message]:
+    """Check a question or message list and return it as messages; clear errors if bad."""
+    if isinstance(conversation, str):
+        conversation = [{"role": "user", "content": conversation}]
+    messages = list(conversation)
+    if not messages:
+        raise ValueError("the conversation is empty; pass a question or a list of messages")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or "role" not in message or "content" not in message:
+            raise ValueError(
+                f"message {i} must be a dict with 'role' and 'content', got {message!r}"
+            )
+        if message["role"] not in ROLES:
+            raise ValueError(f"message {i} has role {message['role']!r}; use one of {ROLES}")
+    if messages[-1]["role"] != "user":
+        raise ValueError("the last message must be the user's question (role 'user')")
+    if not messages[-1]["content"].strip():
+        raise ValueError("the question is empty; say or type something to answer")
+    return messages

@@ -1,0 +1,227 @@
+"""Training with the masked-diffusion objective (LLaDA's SFT loss).
+
+For each example the prompt stays clean; every reply token is masked with probability
+``t ~ U(eps, 1)`` drawn per example, and the loss is the cross-entropy on the masked
+reply tokens weighted by ``1 / t``, summed and divided by the number of reply tokens.
+Replies are padded with end tokens to the canvas length, so the model learns that
+everything after the answer is padding.
+
+Batches are drawn from a generator seeded by ``(seed, step)``, so a run split into
+several resumed runs sees exactly the batches of one long run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from .api import Engine
+from .tokenizer import Conversation
+
+log = logging.getLogger(__name__)
+
+TRAINER_STATE_FILE = "trainer_state.pt"
+MIN_MASK_RATIO = 1e-3
+
+
+@dataclass
+class Example:
+    """One training conversation and the reply the model should write."""
+
+    conversation: Conversation
+    answer: str
+    thinking: str = ""
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 1000
+    batch_size: int = 32
+    lr: float = 1e-3
+    warmup_steps: int = 100
+    min_lr_ratio: float = 0.1  # cosine decay ends at lr * min_lr_ratio
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    reply_length: int | None = None  # canvas length; None: the longest reply
+    seed: int = 0
+    out_dir: str | None = None  # where checkpoints (and the resumable state) go
+    save_every: int = 0  # steps between checkpoints; 0: only at the end
+    resume: bool = True  # continue from out_dir's trainer state when there is one
+    progress: bool = True  # tqdm progress bar
+    checkpoint_dtype: str | None = None  # e.g. "float16" to shrink saved weights
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.batch_size < 1:
+            raise ValueError("steps and batch_size must be at least 1")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
+
+
+@dataclass
+class TrainResult:
+    losses: list[float] = field(default_factory=list)  # one per step run in this call
+    first_step: int = 0  # the step this call started from (> 0 when resumed)
+    steps: int = 0  # the step reached
+    tokens: int = 0  # tokens processed in this call
+    seconds: float = 0.0
+    checkpoint: Path | None = None
+
+
+@dataclass
+class EncodedData:
+    """Examples as padded id tensors, ready to batch."""
+
+    tokens: torch.Tensor  # (n, max_len) prompt + reply + end padding
+    prompt_lens: torch.Tensor  # (n,)
+    reply_length: int
+
+    @classmethod
+    def build(
+        cls, engine: Engine, examples: Sequence[Example], reply_length: int | None
+    ) -> EncodedData:
+        if not examples:
+            raise ValueError("no training examples given")
+        tok = engine.tokenizer
+        prompts = [tok.prompt_ids(e.conversation) for e in examples]
+        replies = [tok.reply_ids(e.thinking, e.answer) for e in examples]
+        longest = max(map(len, replies))
+        reply_length = reply_length or longest
+        if longest > reply_length:
+            raise ValueError(
+                f"a reply is {longest} tokens but reply_length is {reply_length}; "
+                "raise reply_length"
+            )
+        max_len = max(map(len, prompts)) + reply_length
+        if max_len > engine.model.config.max_seq_len:
+            raise ValueError(
+                f"prompt + reply reach {max_len} tokens, beyond the model's context of "
+                f"{engine.model.config.max_seq_len}; raise ModelConfig.max_seq_len"
+            )
+        tokens = torch.full((len(examples), max_len), tok.end_id, dtype=torch.long)
+        for row, (prompt, reply) in enumerate(zip(prompts, replies, strict=True)):
+            tokens[row, : len(prompt) + len(reply)] = torch.tensor(prompt + reply)
+        return cls(tokens, torch.tensor([len(p) for p in prompts]), reply_length)
+
+    def batch(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rows cut to their own longest prompt + reply_length (the rest is padding)."""
+        prompt_lens = self.prompt_lens[rows]
+        width = int(prompt_lens.max()) + self.reply_length
+        return self.tokens[rows, :width], prompt_lens
+
+
+def diffusion_loss(
+    engine: Engine,
+    tokens: torch.Tensor,
+    prompt_lens: torch.Tensor,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """The masked-diffusion loss of one batch (see the module docstring)."""
+    batch, width = tokens.shape
+    device = tokens.device
+    ratio = MIN_MASK_RATIO + (1 - MIN_MASK_RATIO) * torch.rand(
+        batch, generator=generator, device=device
+    )
+    is_reply = torch.arange(width, device=device).unsqueeze(0) >= prompt_lens.unsqueeze(1)
+    noise = torch.rand(batch, width, generator=generator, device=device) < ratio.unsqueeze(1)
+    masked = noise & is_reply
+    noisy = torch.where(masked, engine.tokenizer.mask_id, tokens)
+    logits = engine.model(noisy, prompt_len=prompt_lens)
+    ce = F.cross_entropy(logits[masked].float(), tokens[masked], reduction="none")
+    weights = (1.0 / ratio).unsqueeze(1).expand(batch, width)[masked]
+    return (ce * weights).sum() / is_reply.sum()
+
+
+def learning_rate(config: TrainConfig, step: int) -> float:
+    """Linear warm-up, then cosine decay to ``lr * min_lr_ratio``."""
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+    cosine = 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+    return config.lr * (config.min_lr_ratio + (1 - config.min_lr_ratio) * cosine)
+
+
+def train(engine: Engine, examples: Sequence[Example], config: TrainConfig) -> TrainResult:
+    """Train ``engine.model`` in place (float32 weights; bf16 autocast on CUDA)."""
+    model = engine.model.float().train()
+    device = engine.device
+    data = EncodedData.build(engine, examples, config.reply_length)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=config.lr, betas=(0.9, 0.95), weight_decay=config.weight_decay
+    )
+    out_dir = Path(config.out_dir) if config.out_dir else None
+    start = _resume(engine, optimizer, out_dir) if (out_dir and config.resume) else 0
+    result = TrainResult(first_step=start, steps=start)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+    began = time.perf_counter()
+    bar = tqdm(
+        range(start, config.steps),
+        initial=start,
+        total=config.steps,
+        disable=not config.progress,
+        desc="training",
+        unit="step",
+    )
+    try:
+        for step in bar:
+            generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
+            rows = torch.randint(len(data.tokens), (config.batch_size,), generator=generator)
+            tokens, prompt_lens = data.batch(rows)
+            noise = torch.Generator(device=device).manual_seed(config.seed * 1_000_003 + step)
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(config, step)
+            with autocast:
+                loss = diffusion_loss(engine, tokens.to(device), prompt_lens.to(device), noise)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            optimizer.step()
+            result.losses.append(loss.item())
+            result.tokens += tokens.numel()
+            result.steps = step + 1
+            bar.set_postfix(loss=f"{result.losses[-1]:.4f}", refresh=False)
+            if out_dir and config.save_every and result.steps % config.save_every == 0:
+                result.checkpoint = _save(engine, optimizer, out_dir, config, result.steps)
+    finally:
+        bar.close()
+        model.eval()
+    if out_dir and result.steps > start:
+        result.checkpoint = _save(engine, optimizer, out_dir, config, result.steps)
+    result.seconds = time.perf_counter() - began
+    return result
+
+
+def _save(engine: Engine, optimizer, out_dir: Path, config: TrainConfig, step: int) -> Path:
+    dtype = getattr(torch, config.checkpoint_dtype) if config.checkpoint_dtype else None
+    # Resumable state first, weights last: a crash between them leaves the older pair.
+    state = {"step": step, "optimizer": optimizer.state_dict(), "config": asdict(config)}
+    state["model"] = {k: v.detach().cpu().clone() for k, v in engine.model.state_dict().items()}
+    tmp = out_dir / (TRAINER_STATE_FILE + ".tmp")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.save(state, tmp)
+    tmp.replace(out_dir / TRAINER_STATE_FILE)
+    engine.save(out_dir, dtype=dtype)
+    (out_dir / "training.json").write_text(
+        json.dumps({"step": step, **asdict(config)}, indent=2) + "\n"
+    )
+    log.info("step %d: checkpoint written to %s", step, out_dir)
+    return out_dir
+
+
+def _resume(engine: Engine, optimizer, out_dir: Path) -> int:
+    path = out_dir / TRAINER_STATE_FILE
+    if not path.is_file():
+        return 0
+    state = torch.load(path, map_location=engine.device, weights_only=True)
+    engine.model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    log.info("resuming from step %d in %s", state["step"], out_dir)
+    return int(state["step"])
