@@ -141,13 +141,15 @@ class Microphone:
         frame_samples: int = 512,
         max_buffer_s: float = 10.0,
         stall_timeout_s: float = 2.0,
+        device_rate: int | None = None,
     ) -> None:
         self._sd = _sd()
         self.device = find_device(device, "input")
         self.sample_rate = sample_rate
         self.frame_samples = frame_samples
         self.stall_timeout_s = stall_timeout_s
-        self.device_rate = _open_rate(self._sd, self.device, sample_rate, "input")
+        # device_rate forces the device's rate (for devices that misreport what they accept)
+        self.device_rate = device_rate or _open_rate(self._sd, self.device, sample_rate, "input")
         self._resampler = Resampler(self.device_rate, sample_rate)
         block = max(1, round(self.device_rate * 0.02))  # 20 ms device blocks
         self._blocks: queue.Queue[np.ndarray] = queue.Queue(

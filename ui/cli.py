@@ -78,11 +78,208 @@ def _add_engine_commands(sub: argparse._SubParsersAction) -> None:
     ask.set_defaults(func=cmd_ask)
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    """Train a new model, or fine-tune a checkpoint, on a JSON-lines file."""
+    from engine import Engine, ModelConfig, Tokenizer
+    from engine.train import TrainConfig, load_examples, train
+
+    examples = load_examples(args.data)
+    if args.init:
+        engine = Engine.load(args.init, device=args.device)
+    else:
+        tokenizer = Tokenizer.byte_level()
+        shape = ModelConfig(
+            vocab_size=tokenizer.vocab_size,
+            d_model=args.d_model,
+            n_layers=args.layers,
+            n_heads=args.heads,
+            max_seq_len=args.context,
+            prompt_sees_reply=False,
+        )
+        engine = Engine.random(shape, seed=args.seed, device=args.device, tokenizer=tokenizer)
+    config = TrainConfig(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        warmup_steps=min(args.steps // 10, 200),
+        reply_length=args.reply_length,
+        seed=args.seed,
+        out_dir=args.out,
+        save_every=args.save_every,
+        time_limit_s=args.time_limit * 60 if args.time_limit else None,
+    )
+    result = train(engine, examples, config)
+    tail = result.losses[-50:]
+    loss = f"{sum(tail) / len(tail):.4f}" if tail else "n/a"
+    print(
+        f"trained to step {result.steps}/{config.steps} on {len(examples)} examples in "
+        f"{result.seconds:.0f} s (mean loss of the last {len(tail)} steps: {loss}); "
+        f"checkpoint: {result.checkpoint}"
+    )
+    return 0
+
+
+def _add_train_command(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "train",
+        help="train or fine-tune a diffusion model on a JSON-lines file",
+        description="Train a new model (byte-level tokenizer) or fine-tune a checkpoint with "
+        "the masked-diffusion objective. Each line of DATA is "
+        '{"question": "...", "thinking": "...", "answer": "..."} (or "messages" for a '
+        "conversation). Run it again with the same --out to resume.",
+    )
+    parser.add_argument("data", help="JSON-lines training file")
+    parser.add_argument("--out", required=True, help="checkpoint folder to write (and resume)")
+    parser.add_argument("--init", help="checkpoint to fine-tune (default: a new model)")
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--reply-length", type=int, help="canvas length (default: longest reply)")
+    parser.add_argument("--save-every", type=int, default=200, help="steps between checkpoints")
+    parser.add_argument("--time-limit", type=float, help="minutes to train in this run")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
+    new = parser.add_argument_group("shape of a new model")
+    new.add_argument("--d-model", type=int, default=256)
+    new.add_argument("--layers", type=int, default=4)
+    new.add_argument("--heads", type=int, default=4)
+    new.add_argument("--context", type=int, default=512)
+    parser.set_defaults(func=cmd_train)
+
+
 # --------------------------------------------------------------------------- audio
 
 
+def _format_time(seconds: float) -> str:
+    minutes, seconds = divmod(seconds, 60)
+    return f"{int(minutes):02d}:{seconds:04.1f}"
+
+
+def cmd_transcribe(args: argparse.Namespace) -> int:
+    """Print the transcript of a WAV file; long files print segment by segment."""
+    from audio.stt import SttOptions, Transcriber
+    from audio.wavfile import read_wav
+
+    samples = read_wav(args.file)
+    options = SttOptions(language=args.language, beam_size=args.beam_size)
+    transcriber = Transcriber(args.model, device=args.device, options=options)
+    found = False
+    for segment in transcriber.segments(samples):
+        found = True
+        if args.timestamps:
+            span = f"[{_format_time(segment.start_s)} → {_format_time(segment.end_s)}]"
+            print(f"{span} {segment.text}", flush=True)
+        else:
+            print(segment.text, flush=True)
+    if not found:
+        print(f"quicksilver transcribe: no speech found in {args.file}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_say(args: argparse.Namespace) -> int:
+    """Speak text with Piper: write it to a WAV file, or play it as it is synthesised."""
+    import numpy as np
+
+    from audio.devices import AudioDeviceError, Speaker
+    from audio.tts import Voice
+    from audio.wavfile import write_wav
+
+    text = sys.stdin.read() if args.text == "-" else args.text
+    voice = Voice(args.voice, rate=args.rate, volume=args.volume)
+    chunks = voice.synthesize(text)
+    first = next(chunks, None)
+    if first is None:
+        raise UserError("nothing to say: the text has no words, numbers or letters to speak")
+    if args.output:
+        samples = np.concatenate([first.samples, *(chunk.samples for chunk in chunks)])
+        write_wav(args.output, samples, voice.sample_rate)
+        print(f"wrote {samples.size / voice.sample_rate:.1f} s of speech to {args.output}")
+        return 0
+    try:
+        with Speaker(args.output_device, sample_rate=voice.sample_rate) as speaker:
+            speaker.play(first.samples)
+            for chunk in chunks:
+                speaker.play(chunk.samples)
+            speaker.wait()
+    except AudioDeviceError as error:
+        raise UserError(f"{error} (or write the speech to a file with -o OUT.wav)") from error
+    return 0
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    """List the sound devices PortAudio sees, inputs and outputs, with default rates."""
+    from audio.devices import AudioDeviceError, list_devices
+
+    try:
+        devices = list_devices()
+    except AudioDeviceError as error:
+        raise UserError(str(error)) from error
+    if not devices:
+        raise UserError(
+            "no sound devices found: check that a sound card is present and that the sound "
+            "server (PulseAudio/PipeWire) is running and reachable"
+        )
+    for kind in ("input", "output"):
+        listed = [d for d in devices if getattr(d, f"{kind}_channels") > 0]
+        print(f"{kind}s:")
+        if not listed:
+            print("  (none)")
+        for d in listed:
+            mark = "*" if getattr(d, f"is_default_{kind}") else " "
+            channels = getattr(d, f"{kind}_channels")
+            print(
+                f" {mark}{d.index:3d}  {d.name}  ({d.hostapi}, {channels} ch, "
+                f"{d.default_rate:g} Hz)"
+            )
+    print("* default; select a device by index or by part of its name")
+    return 0
+
+
 def _add_audio_commands(sub: argparse._SubParsersAction) -> None:
-    """transcribe, say, devices: filled in by the audio work."""
+    transcribe = sub.add_parser(
+        "transcribe",
+        help="print the transcript of a WAV file",
+        description="Transcribe a WAV file (any rate, channels or sample width) with Whisper.",
+    )
+    transcribe.add_argument("file", help="the WAV file")
+    transcribe.add_argument(
+        "--model",
+        default="tiny.en",
+        help="faster-whisper model name (e.g. base.en, downloaded once) or CTranslate2 folder; "
+        "default: the bundled tiny.en",
+    )
+    transcribe.add_argument("--language", default="en", help="spoken language (default en)")
+    transcribe.add_argument("--beam-size", type=int, default=1, help="beam size (default 1)")
+    transcribe.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
+    transcribe.add_argument(
+        "--timestamps", action="store_true", help="prefix each segment with its time span"
+    )
+    transcribe.set_defaults(func=cmd_transcribe)
+
+    say = sub.add_parser(
+        "say",
+        help="speak text with Piper (play it, or write a WAV with -o)",
+        description="Speak text with a Piper voice; numbers, units and symbols are read out.",
+    )
+    say.add_argument("text", help='the text, or "-" to read it from standard input')
+    say.add_argument("-o", "--output", help="write a 16-bit WAV file instead of playing")
+    say.add_argument(
+        "--voice",
+        default="en_US-joe-medium",
+        help="Piper voice name or path to its .onnx file; default: the bundled en_US-joe-medium",
+    )
+    say.add_argument("--rate", type=float, default=1.0, help="speaking rate, 0.25-4 (default 1)")
+    say.add_argument("--volume", type=float, default=1.0, help="volume, 0-2 (default 1)")
+    say.add_argument("--output-device", help="speaker: index or part of its name (default: system)")
+    say.set_defaults(func=cmd_say)
+
+    devices = sub.add_parser(
+        "devices",
+        help="list microphones and speakers",
+        description="List the sound devices PortAudio sees, with their default sample rates.",
+    )
+    devices.set_defaults(func=cmd_devices)
 
 
 # --------------------------------------------------------------------------- main
@@ -98,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"quicksilver {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_engine_commands(sub)
+    _add_train_command(sub)
     _add_audio_commands(sub)
     return parser
 

@@ -1,0 +1,226 @@
+"""Fixtures for the audio tests: real speech, real models, a real virtual sound server.
+
+Speech is made with espeak-ng (``-v en-us -s 130``) and sox; models are the bundled
+Whisper tiny.en and Piper en_US-joe-medium; devices are PortAudio devices on a PulseAudio
+server started here with a null sink (the speaker) and a FIFO pipe-source (the
+microphone), stopped by its process id.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from audio.wavfile import read_wav
+
+RATE = 16000
+
+
+def _require(tool: str, package: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        pytest.fail(f"{tool} is missing: apt-get install {package} (see .ci/run)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def speech_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("speech")
+
+
+@pytest.fixture(scope="session")
+def espeak(speech_dir: Path):
+    """``espeak(text) -> 16 kHz mono float32`` speech, cut to the spoken part."""
+    espeak_ng = _require("espeak-ng", "espeak-ng")
+    sox = _require("sox", "sox")
+    cache: dict[str, np.ndarray] = {}
+
+    def make(text: str) -> np.ndarray:
+        if text not in cache:
+            name = re.sub(r"\W+", "_", text)[:40] + f"_{len(cache)}"
+            raw, wav = speech_dir / f"{name}_22k.wav", speech_dir / f"{name}.wav"
+            subprocess.run([espeak_ng, "-v", "en-us", "-s", "130", "-w", str(raw), text],
+                           check=True, timeout=60)  # fmt: skip
+            subprocess.run([sox, str(raw), "-r", str(RATE), "-c", "1", "-b", "16", str(wav)],
+                           check=True, timeout=60)  # fmt: skip
+            cache[text] = trim(read_wav(wav))
+        return cache[text].copy()
+
+    return make
+
+
+def trim(samples: np.ndarray, level: float = 0.01) -> np.ndarray:
+    """Cut leading and trailing silence, so the speech's true extent is known."""
+    loud = np.nonzero(np.abs(samples) > level)[0]
+    return samples[loud[0] : loud[-1] + 1] if loud.size else samples[:0]
+
+
+def silence(seconds: float) -> np.ndarray:
+    return np.zeros(round(seconds * RATE), dtype=np.float32)
+
+
+def digits_in(text: str) -> set[str]:
+    return set(re.findall(r"\d+", text))
+
+
+@pytest.fixture(scope="session")
+def transcriber():
+    from audio.stt import Transcriber
+
+    return Transcriber()
+
+
+@pytest.fixture(scope="session")
+def voice():
+    from audio.tts import Voice
+
+    return Voice()
+
+
+# ------------------------------------------------------------------ virtual sound server
+
+
+@dataclass
+class PulseServer:
+    """A PulseAudio server with a null sink ``vspeaker`` and a FIFO microphone ``fifomic``."""
+
+    root: Path
+    process: subprocess.Popen
+    fifo: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.fifo = self.root / "mic.fifo"
+
+    @property
+    def address(self) -> str:
+        return f"unix:{self.root / 'native'}"
+
+    def pactl(self, *args: str) -> str:
+        env = {**os.environ, "PULSE_SERVER": self.address}
+        result = subprocess.run(["pactl", *args], env=env, capture_output=True, text=True,
+                                timeout=10, check=True)  # fmt: skip
+        return result.stdout
+
+    def speak_into_mic(self, samples: np.ndarray, lead_s: float = 0.5,
+                       tail_s: float = 1.5) -> threading.Thread:  # fmt: skip
+        """Write speech into the FIFO at real-time pace, in a background thread."""
+        audio = np.concatenate([silence(lead_s), samples, silence(tail_s)])
+        pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+
+        def write() -> None:
+            step = 640  # 20 ms of 16-bit mono
+            fd = os.open(self.fifo, os.O_WRONLY)
+            try:
+                start = time.monotonic()
+                for offset in range(0, len(pcm), step):
+                    os.write(fd, pcm[offset : offset + step])
+                    delay = start + (offset + step) / (2 * RATE) - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+            except OSError:
+                pass  # the server went away (the vanishing-device test kills it)
+            finally:
+                os.close(fd)
+
+        thread = threading.Thread(target=write, daemon=True)
+        thread.start()
+        return thread
+
+    def record_speaker(self) -> subprocess.Popen:
+        """Start recording the null sink's monitor (16 kHz mono s16le on stdout)."""
+        env = {**os.environ, "PULSE_SERVER": self.address}
+        return subprocess.Popen(
+            ["parec", "-d", "vspeaker.monitor", "--rate=16000", "--channels=1",
+             "--format=s16le", "--latency-msec=20"],
+            stdout=subprocess.PIPE, env=env,
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+
+
+def stop_recording(recorder: subprocess.Popen) -> np.ndarray:
+    """Stop a ``record_speaker`` process and return what it heard as float32."""
+    recorder.send_signal(signal.SIGTERM)
+    out, _ = recorder.communicate(timeout=10)
+    return np.frombuffer(out[: len(out) // 2 * 2], dtype="<i2").astype(np.float32) / 32768
+
+
+def start_pulse(root: Path) -> PulseServer:
+    """Start PulseAudio in ``root`` and wait until it answers."""
+    _require("pulseaudio", "pulseaudio")
+    _require("pactl", "pulseaudio-utils")
+    (root / "home").mkdir(parents=True)
+    (root / "runtime").mkdir()
+    config = root / "default.pa"
+    config.write_text(
+        "load-module module-null-sink sink_name=vspeaker rate=48000\n"
+        f"load-module module-native-protocol-unix auth-anonymous=1 socket={root / 'native'}\n"
+        f"load-module module-pipe-source source_name=fifomic file={root / 'mic.fifo'} "
+        "format=s16le rate=16000 channels=1\n"
+        "set-default-sink vspeaker\n"
+        "set-default-source fifomic\n"
+    )
+    env = {**os.environ, "HOME": str(root / "home"), "XDG_RUNTIME_DIR": str(root / "runtime")}
+    env.pop("PULSE_SERVER", None)
+    log = (root / "pulse.log").open("w")
+    process = subprocess.Popen(
+        ["pulseaudio", "-n", "-F", str(config), "--daemonize=no", "--exit-idle-time=-1",
+         "--disallow-exit", "--use-pid-file=no", "--disable-shm=yes"],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    server = PulseServer(root, process)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"PulseAudio exited: {(root / 'pulse.log').read_text()[-2000:]}")
+        try:
+            server.pactl("info")
+            return server
+        except subprocess.SubprocessError:
+            time.sleep(0.2)
+    server.stop()
+    pytest.fail("PulseAudio did not start within 20 s")
+
+
+def refresh_portaudio() -> None:
+    """Make PortAudio list devices again (it scans once, at initialisation)."""
+    sd = sys.modules.get("sounddevice")
+    if sd is not None:
+        sd._terminate()
+        sd._initialize()
+
+
+@pytest.fixture(scope="session")
+def pulse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulseServer]:
+    """The virtual sound server; PortAudio in this process talks to it."""
+    server = start_pulse(tmp_path_factory.mktemp("pulse"))
+    previous = os.environ.get("PULSE_SERVER")
+    os.environ["PULSE_SERVER"] = server.address
+    refresh_portaudio()
+    try:
+        yield server
+    finally:
+        server.stop()
+        if previous is None:
+            os.environ.pop("PULSE_SERVER", None)
+        else:
+            os.environ["PULSE_SERVER"] = previous

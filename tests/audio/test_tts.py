@@ -1,0 +1,70 @@
+"""Piper speech: sentence chunks, options, and text that has nothing (or too much) to say."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from audio.tts import Voice, resolve_voice, split_sentences
+
+
+def test_one_chunk_per_sentence(voice):
+    chunks = list(voice.synthesize("Hello there. It costs $5.20 today! Is that fine?"))
+    said = ["Hello there.", "It costs five dollars and twenty cents today!", "Is that fine?"]
+    assert [c.text for c in chunks] == said
+    for chunk in chunks:
+        assert chunk.sample_rate == voice.sample_rate == 22050
+        assert chunk.samples.dtype == np.float32 and 0.3 < chunk.duration_s < 5
+        assert np.abs(chunk.samples).max() <= 1.0
+
+
+def test_nothing_to_say(voice):
+    for text in ("", "   ", "...!!! ?", "—"):
+        assert list(voice.synthesize(text)) == []
+        assert voice.speak(text).size == 0
+    with pytest.raises(TypeError):
+        list(voice.synthesize(None))
+
+
+def test_5000_characters_start_quickly(voice):
+    """The first piece is short, so the first chunk comes long before the whole answer."""
+    text = ("The diffusion engine writes the whole answer at once, then refines it, step by "
+            "step, until every word is settled; ") * 45  # fmt: skip
+    assert len(text) > 5000
+    pieces = split_sentences(text)
+    assert len(pieces[0]) <= 80 and max(len(p) for p in pieces) <= 220
+    assert " ".join(pieces).split() == text.split()  # nothing lost or repeated
+    start = time.perf_counter()
+    chunks = voice.synthesize(text)
+    first = next(chunks)
+    first_s = time.perf_counter() - start
+    second = next(chunks)
+    assert first.duration_s < 6 and second.duration_s < 16
+    assert first_s < first.duration_s  # faster than real time, even for the first chunk
+
+
+def test_rate_and_volume():
+    slow, fast = Voice(rate=0.8), Voice(rate=1.6, volume=0.5)
+    text = "Seventeen times three is fifty-one."
+    a, b = slow.speak(text), fast.speak(text)
+    assert b.size / a.size == pytest.approx(0.8 / 1.6, rel=0.2)
+    assert np.abs(b).max() == pytest.approx(0.5, abs=0.01)
+    with pytest.raises(ValueError, match="rate"):
+        Voice(rate=10)
+    with pytest.raises(ValueError, match="volume"):
+        Voice(volume=-1)
+
+
+def test_unknown_voice_is_explained(tmp_path):
+    with pytest.raises(FileNotFoundError, match="download_voices"):
+        resolve_voice("xx_XX-nobody-low")
+    with pytest.raises(FileNotFoundError, match="not found"):
+        resolve_voice(tmp_path / "gone.onnx")
+    (tmp_path / "bad.onnx").write_bytes(b"not a model")
+    with pytest.raises(FileNotFoundError, match="config"):
+        Voice(tmp_path / "bad.onnx")
+    (tmp_path / "bad.onnx.json").write_text("{}")
+    with pytest.raises(ValueError, match="could not load"):
+        Voice(tmp_path / "bad.onnx")
