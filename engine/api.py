@@ -105,8 +105,7 @@ class Engine:
         if config.model.tie_embeddings:
             state["lm_head.weight"] = state["embed.weight"]
         model.load_state_dict(state, assign=True)
-        if config.model.tie_embeddings:
-            model.lm_head.weight = model.embed.weight
+        model.tie_weights()
         model.to(device=device, dtype=dtype or default_dtype(device))
         log.info(
             "loaded %s (%.1fM parameters) on %s", path, config.model.parameter_count() / 1e6, device
@@ -127,11 +126,10 @@ class Engine:
         device = resolve_device(device)
         tokenizer = tokenizer or Tokenizer.byte_level()
         with torch.device("meta"):
-            model = Transformer(config)
-        model.to_empty(device=device)
-        generator = torch.Generator(device=device).manual_seed(seed)
-        model.init_weights(generator)
-        model.to(dtype=dtype or default_dtype(device))
+            model = Transformer(config).to(dtype=dtype or default_dtype(device))
+        model.to_empty(device=device)  # allocated once, in the final dtype, on the device
+        model.tie_weights()
+        model.init_weights(torch.Generator(device=device).manual_seed(seed))
         return cls(model, tokenizer, sampler)
 
     def save(self, folder: str | Path, dtype: torch.dtype | None = None) -> Path:

@@ -238,9 +238,17 @@ class Transformer(nn.Module):
         self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
         self.norm = RMSNorm(config.d_model, config.norm_eps)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        if config.tie_embeddings:
-            self.lm_head.weight = self.embed.weight
+        self.tie_weights()
         self._rope: tuple[Tensor, Tensor] | None = None  # float32 cos/sin, built on first use
+
+    def tie_weights(self) -> None:
+        """Share the embedding with the output head when the config says so.
+
+        Call again after ``to_empty`` or ``load_state_dict(assign=True)``, which give
+        each module its own tensor.
+        """
+        if self.config.tie_embeddings:
+            self.lm_head.weight = self.embed.weight
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
         """Normal(0, 0.02) weights, output projections scaled by depth (GPT-2 style)."""

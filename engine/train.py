@@ -12,6 +12,7 @@ several resumed runs sees exactly the batches of one long run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -42,6 +43,33 @@ class Example:
     thinking: str = ""
 
 
+def load_examples(path: str | Path) -> list[Example]:
+    """Examples from a JSON-lines file.
+
+    Each line: ``{"question": "..."}`` or ``{"messages": [{"role", "content"}, ...]}``,
+    plus ``"answer"`` and optionally ``"thinking"``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no training data at {path}; pass a JSON-lines file")
+    examples = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            conversation = row["messages"] if "messages" in row else row["question"]
+            examples.append(Example(conversation, row["answer"], row.get("thinking", "")))
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise ValueError(
+                f"{path}:{number}: expected a JSON object with 'question' (or 'messages') "
+                f"and 'answer' ({error!r})"
+            ) from None
+    if not examples:
+        raise ValueError(f"{path} holds no examples")
+    return examples
+
+
 @dataclass
 class TrainConfig:
     steps: int = 1000
@@ -56,6 +84,8 @@ class TrainConfig:
     out_dir: str | None = None  # where checkpoints (and the resumable state) go
     save_every: int = 0  # steps between checkpoints; 0: only at the end
     resume: bool = True  # continue from out_dir's trainer state when there is one
+    stop_after: int | None = None  # run at most this many steps in this call, then save
+    time_limit_s: float | None = None  # or stop (and save) once this much time has passed
     progress: bool = True  # tqdm progress bar
     checkpoint_dtype: str | None = None  # e.g. "float16" to shrink saved weights
 
@@ -150,10 +180,15 @@ def learning_rate(config: TrainConfig, step: int) -> float:
 
 
 def train(engine: Engine, examples: Sequence[Example], config: TrainConfig) -> TrainResult:
-    """Train ``engine.model`` in place (float32 weights; bf16 autocast on CUDA)."""
+    """Train ``engine.model`` in place (float32 weights; bf16 autocast on CUDA).
+
+    The engine's default canvas becomes the trained reply length, and that is what the
+    saved checkpoint's sampler settings say.
+    """
     model = engine.model.float().train()
     device = engine.device
     data = EncodedData.build(engine, examples, config.reply_length)
+    engine.sampler = dataclasses.replace(engine.sampler, max_new_tokens=data.reply_length)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=config.lr, betas=(0.9, 0.95), weight_decay=config.weight_decay
     )
@@ -190,6 +225,8 @@ def train(engine: Engine, examples: Sequence[Example], config: TrainConfig) -> T
             bar.set_postfix(loss=f"{result.losses[-1]:.4f}", refresh=False)
             if out_dir and config.save_every and result.steps % config.save_every == 0:
                 result.checkpoint = _save(engine, optimizer, out_dir, config, result.steps)
+            if _out_of_budget(config, result.steps - start, time.perf_counter() - began):
+                break
     finally:
         bar.close()
         model.eval()
@@ -197,6 +234,12 @@ def train(engine: Engine, examples: Sequence[Example], config: TrainConfig) -> T
         result.checkpoint = _save(engine, optimizer, out_dir, config, result.steps)
     result.seconds = time.perf_counter() - began
     return result
+
+
+def _out_of_budget(config: TrainConfig, steps_run: int, seconds: float) -> bool:
+    if config.stop_after is not None and steps_run >= config.stop_after:
+        return True
+    return config.time_limit_s is not None and seconds >= config.time_limit_s
 
 
 def _save(engine: Engine, optimizer, out_dir: Path, config: TrainConfig, step: int) -> Path:

@@ -1,0 +1,122 @@
+"""Saving and loading checkpoint folders, and what happens when one is broken."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from engine import Engine, SamplerConfig
+
+from .conftest import tiny_config
+
+QUESTION = "what is 17 times 3"
+
+
+def logits(engine: Engine) -> torch.Tensor:
+    ids = torch.tensor([engine.tokenizer.prompt_ids(QUESTION)])
+    with torch.inference_mode():
+        return engine.model(ids, prompt_len=ids.shape[1] - 4)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"tie_embeddings": True, "n_kv_heads": 2, "qk_norm": True, "qkv_bias": True}],
+)
+def test_round_trip_gives_identical_logits_and_answers(tmp_path, options):
+    sampler = SamplerConfig(steps=8, max_new_tokens=40, confidence="margin")
+    engine = Engine.random(tiny_config(**options), seed=4, sampler=sampler)
+    engine.save(tmp_path / "ckpt")
+    loaded = Engine.load(tmp_path / "ckpt", device="cpu")
+    assert torch.equal(logits(engine), logits(loaded))
+    assert loaded.sampler == sampler
+    assert loaded.model.config == engine.model.config
+    assert loaded.answer(QUESTION).tokens == engine.answer(QUESTION).tokens
+
+
+def test_half_precision_checkpoint_is_half_the_size_and_close(tmp_path):
+    engine = Engine.random(tiny_config(), seed=4)
+    engine.save(tmp_path / "fp32")
+    engine.save(tmp_path / "fp16", dtype=torch.float16)
+    size = {
+        name: (tmp_path / name / "model.safetensors").stat().st_size for name in ("fp32", "fp16")
+    }
+    assert size["fp16"] < 0.55 * size["fp32"]
+    loaded = Engine.load(tmp_path / "fp16", device="cpu")
+    assert next(loaded.model.parameters()).dtype == torch.float32  # runtime dtype on a CPU
+    torch.testing.assert_close(logits(loaded), logits(engine), atol=2e-2, rtol=2e-2)
+
+
+@pytest.fixture
+def saved(tmp_path):
+    folder = tmp_path / "ckpt"
+    Engine.random(tiny_config(), seed=0).save(folder)
+    return folder
+
+
+@pytest.mark.parametrize("missing", ["config.json", "model.safetensors", "tokenizer.json"])
+def test_missing_file_is_named(saved, missing):
+    (saved / missing).unlink()
+    with pytest.raises(FileNotFoundError, match=f"lacks {re.escape(missing)}"):
+        Engine.load(saved)
+
+
+def test_missing_folder_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint folder at .*nowhere"):
+        Engine.load(tmp_path / "nowhere")
+
+
+def test_mismatched_shapes_name_the_tensor(saved):
+    config = json.loads((saved / "config.json").read_text())
+    config["model"]["d_model"] = 128
+    (saved / "config.json").write_text(json.dumps(config))
+    with pytest.raises(
+        ValueError, match=r"embed.weight has shape \(272, 64\), config.json implies \(272, 128\)"
+    ):
+        Engine.load(saved)
+
+
+def test_missing_tensor_is_named(saved):
+    state = load_file(str(saved / "model.safetensors"))
+    del state["blocks.1.mlp.up_proj.weight"]
+    save_file(state, str(saved / "model.safetensors"))
+    with pytest.raises(ValueError, match=re.escape("missing blocks.1.mlp.up_proj.weight")):
+        Engine.load(saved)
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "message"),
+    [
+        ("config.json", "{not json", "not valid JSON"),
+        ("config.json", json.dumps({"format": "gguf"}), "not a Quicksilver checkpoint"),
+        ("model.safetensors", "garbage", "cannot be read"),
+        ("tokenizer.json", "{}", "cannot be read"),
+    ],
+)
+def test_corrupt_files_are_clear_errors(saved, file, content, message):
+    (saved / file).write_text(content)
+    with pytest.raises(ValueError, match=message):
+        Engine.load(saved)
+
+
+def test_unknown_settings_are_refused(saved):
+    config = json.loads((saved / "config.json").read_text())
+    config["model"]["n_experts"] = 8
+    (saved / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"unknown model settings \['n_experts'\]"):
+        Engine.load(saved)
+
+
+def test_tokenizer_larger_than_the_model_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=re.escape("raise ModelConfig.vocab_size")):
+        Engine.random(tiny_config(vocab_size=200), seed=0)
+
+
+def test_asking_for_cuda_without_a_gpu_is_a_clear_error(saved):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    with pytest.raises(ValueError, match="PyTorch sees no CUDA GPU"):
+        Engine.load(saved, device="cuda")

@@ -1,0 +1,126 @@
+"""The engine's commands, run as a user runs them: the installed ``quicksilver`` script."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from engine import Engine
+
+from .conftest import MEMORISED
+
+QUICKSILVER = shutil.which("quicksilver")
+pytestmark = pytest.mark.skipif(QUICKSILVER is None, reason="the package is not installed")
+
+
+def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [QUICKSILVER, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def test_version_and_help():
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout.startswith("quicksilver 0.")
+    help_text = run("--help")
+    assert help_text.returncode == 0
+    for command in ("ask", "train"):
+        assert command in help_text.stdout
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory, trained_engine):
+    folder = tmp_path_factory.mktemp("ckpt")
+    trained_engine.save(folder)
+    return folder
+
+
+def test_ask_json_has_the_answer_and_its_cost(checkpoint):
+    result = run(
+        "ask", MEMORISED[0].conversation, "--model", str(checkpoint), "--json", "--steps", "8"
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert set(data) == {"answer", "thinking", "steps", "forward_passes", "latency_ms"}
+    assert data["answer"] == MEMORISED[0].answer
+    assert data["thinking"] == MEMORISED[0].thinking
+    assert data["forward_passes"] == data["steps"] == 8
+    assert data["latency_ms"] > 0
+
+
+def test_ask_shows_thinking_on_request(checkpoint):
+    plain = run("ask", MEMORISED[0].conversation, "--model", str(checkpoint))
+    shown = run("ask", MEMORISED[0].conversation, "--model", str(checkpoint), "--show-thinking")
+    assert plain.stdout.strip() == MEMORISED[0].answer
+    assert MEMORISED[0].thinking in shown.stdout and MEMORISED[0].answer in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["ask", "hi", "--model", "/nonexistent/model"],
+            "no checkpoint folder at /nonexistent/model",
+        ),
+        (["ask", "   ", "--model", "CKPT"], "question is empty"),
+        (["ask", "hi", "--model", "CKPT", "--steps", "0"], "steps must be at least 1"),
+        (["train", "/nonexistent.jsonl", "--out", "OUT"], "no training data"),
+    ],
+)
+def test_mistakes_are_one_clear_line(checkpoint, tmp_path, args, message):
+    args = [
+        str(checkpoint) if a == "CKPT" else str(tmp_path / "o") if a == "OUT" else a for a in args
+    ]
+    result = run(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_train_then_ask(tmp_path):
+    data = tmp_path / "data.jsonl"
+    rows = [
+        {"question": e.conversation, "thinking": e.thinking, "answer": e.answer} for e in MEMORISED
+    ]
+    data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    out = tmp_path / "model"
+    args = [
+        "train",
+        str(data),
+        "--out",
+        str(out),
+        "--steps",
+        "6",
+        "--batch-size",
+        "4",
+        "--d-model",
+        "32",
+        "--layers",
+        "1",
+        "--heads",
+        "2",
+        "--context",
+        "64",
+        "--device",
+        "cpu",
+    ]
+    result = run(*args)
+    assert result.returncode == 0, result.stderr
+    assert "trained to step 6/6" in result.stdout
+    engine = Engine.load(out)
+    assert engine.model.config.d_model == 32 and not engine.model.config.prompt_sees_reply
+    again = run(*args)  # resuming a finished run does nothing and says so
+    assert "trained to step 6/6" in again.stdout
+    asked = json.loads(run("ask", "hello", "--model", str(out), "--json", "--steps", "8").stdout)
+    assert asked["forward_passes"] == asked["steps"] == 8
+
+
+def test_train_reports_a_malformed_line(tmp_path):
+    data = tmp_path / "bad.jsonl"
+    data.write_text('{"question": "hi", "answer": "yo"}\n{"question": "no answer"}\n')
+    result = run("train", str(data), "--out", str(tmp_path / "m"))
+    assert result.returncode == 2
+    assert "bad.jsonl:2" in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,121 @@
+"""The transformer: options, attention modes and the KV cache."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.model import KVCache, ModelConfig, Transformer
+
+from .conftest import tiny_config
+
+
+def build(config: ModelConfig, seed: int = 0) -> Transformer:
+    model = Transformer(config).eval()
+    model.init_weights(torch.Generator().manual_seed(seed))
+    return model
+
+
+def tokens(length: int, seed: int = 1) -> torch.Tensor:
+    return torch.randint(0, 256, (1, length), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"n_kv_heads": 2},
+        {"n_kv_heads": 1, "qkv_bias": True},
+        {"qk_norm": True},
+        {"tie_embeddings": True},
+        {"n_kv_heads": 2, "qkv_bias": True, "qk_norm": True, "tie_embeddings": True},
+    ],
+)
+def test_options_build_run_and_count_their_parameters(options):
+    config = tiny_config(**options)
+    model = build(config)
+    unique = {id(p): p.numel() for p in model.parameters()}
+    assert sum(unique.values()) == config.parameter_count()
+    logits = model(tokens(12))
+    assert logits.shape == (1, 12, config.vocab_size)
+    assert torch.isfinite(logits).all()
+
+
+def test_llada_shape_matches_the_published_size():
+    assert 8.0e9 < ModelConfig.llada_8b().parameter_count() < 8.1e9
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"d_model": 65}, "not divisible by n_heads"),
+        ({"n_kv_heads": 3}, "not divisible by n_kv_heads"),
+        ({"d_model": 12, "n_heads": 4}, "must be even"),
+        ({"n_layers": 0}, "n_layers must be at least 1"),
+    ],
+)
+def test_bad_config_is_a_clear_error(options, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**options)
+
+
+def test_attention_is_bidirectional():
+    model = build(tiny_config())
+    x = tokens(10)
+    changed = x.clone()
+    changed[0, -1] = (changed[0, -1] + 1) % 256
+    # The first position's prediction depends on a token after it.
+    assert not torch.allclose(model(x)[0, 0], model(changed)[0, 0])
+
+
+@pytest.mark.parametrize("prompt_sees_reply", [True, False])
+def test_prompt_isolation(prompt_sees_reply):
+    model = build(tiny_config(prompt_sees_reply=prompt_sees_reply))
+    x = tokens(16)
+    changed = x.clone()
+    changed[0, 12:] = (changed[0, 12:] + 1) % 256  # change only the reply (prompt = 10)
+    before, after = model(x, prompt_len=10), model(changed, prompt_len=10)
+    prompt_unchanged = torch.allclose(before[0, :10], after[0, :10], atol=1e-6)
+    assert prompt_unchanged is not prompt_sees_reply
+    # Reply positions always see the whole sequence.
+    assert not torch.allclose(before[0, 10:12], after[0, 10:12])
+
+
+def test_per_row_prompt_lengths_match_single_rows():
+    model = build(tiny_config(prompt_sees_reply=False))
+    batch = torch.cat([tokens(14, seed=1), tokens(14, seed=2)])
+    together = model(batch, prompt_len=torch.tensor([5, 9]))
+    alone = torch.cat([model(batch[:1], prompt_len=5), model(batch[1:], prompt_len=9)])
+    torch.testing.assert_close(together, alone, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("options", [{}, {"n_kv_heads": 2, "qk_norm": True}])
+def test_causal_kv_cache_decoding_matches_a_full_causal_pass(options):
+    config = tiny_config(**options)
+    model = build(config)
+    x = tokens(20)
+    full = model(x, causal=True)
+    cache = KVCache(config, 1, 20, "cpu", torch.float32)
+    steps = [model(x[:, :8], causal=True, cache=cache)]  # prefill
+    steps += [model(x[:, i : i + 1], start=i, causal=True, cache=cache) for i in range(8, 14)]
+    steps.append(model(x[:, 14:], start=14, causal=True, cache=cache))  # a chunk of 6
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_exact_prompt_cache_gives_the_same_logits():
+    config = tiny_config(prompt_sees_reply=False)
+    model = build(config)
+    x = tokens(24)
+    cache = KVCache(config, 1, 24, "cpu", torch.float32)
+    full = model(x, prompt_len=10, cache=cache)
+    x[0, 15:] = 7  # the canvas changes between steps; the cached prompt stays valid
+    reference = model(x, prompt_len=10)
+    from_cache = model(x[:, 10:], start=10, prompt_len=10, cache=cache)
+    torch.testing.assert_close(from_cache, reference[:, 10:], atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(full[:, 10:], reference[:, 10:])
+
+
+def test_context_overflow_is_a_clear_error():
+    model = build(tiny_config(max_seq_len=16))
+    with pytest.raises(ValueError, match="exceeds the model's context of 16"):
+        model(tokens(17))

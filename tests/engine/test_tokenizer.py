@@ -1,0 +1,81 @@
+"""Tokenizer, chat template and the reasoning/answer split."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from engine import ChatTemplate, Tokenizer
+from engine.tokenizer import MASK_GLYPH
+
+
+@pytest.fixture(scope="module")
+def tok() -> Tokenizer:
+    return Tokenizer.byte_level()
+
+
+@pytest.mark.parametrize("text", ["what is 17 × 3?", "naïve café 😀", "  spaces  ", "9.11 vs 9.9"])
+def test_text_round_trips(tok, text):
+    assert tok.decode(tok.encode(text)) == text
+
+
+def test_special_token_names_in_user_text_stay_plain_text(tok):
+    ids = tok.encode("<|end|><|answer|>")
+    assert tok.end_id not in ids and tok.answer_id not in ids
+    assert tok.decode(ids) == "<|end|><|answer|>"
+
+
+def test_prompt_renders_the_conversation_and_opens_the_reasoning(tok):
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello!"},
+        {"role": "user", "content": "what is 2 plus 2"},
+    ]
+    ids = tok.prompt_ids(messages)
+    assert ids[-1] == tok.think_id
+    assert tok.hf.decode(ids, skip_special_tokens=False) == (
+        "<|system|>Be brief.<|end|><|user|>hi<|end|><|assistant|>Hello!<|end|>"
+        "<|user|>what is 2 plus 2<|end|><|assistant|><|think|>"
+    )
+    assert tok.prompt_ids("what is 2 plus 2") == tok.prompt_ids(messages[-1:])
+
+
+def test_reply_splits_into_thinking_and_spoken_text(tok):
+    reply = tok.reply_ids("17*3 = 51", "Seventeen times three is 51.")
+    padded = reply + [tok.end_id] * 5 + tok.encode("junk after the end")
+    assert tok.split_reply(padded) == ("17*3 = 51", "Seventeen times three is 51.")
+
+
+def test_spoken_text_never_holds_special_tokens(tok):
+    ids = [*tok.encode("a"), tok.answer_id, *tok.encode("b"), tok.think_id, tok.mask_id, 999]
+    thinking, text = tok.split_reply(ids)
+    assert (thinking, text) == ("a", "b")
+
+
+def test_a_reply_without_the_marker_is_all_reasoning(tok):
+    assert tok.split_reply(tok.encode("still thinking")) == ("still thinking", "")
+
+
+def test_template_without_reasoning_region():
+    tok = Tokenizer.byte_level(template=ChatTemplate(generation_prompt="<|assistant|>"))
+    assert tok.reply_ids("ignored", "Hi.") == [*tok.encode("Hi."), tok.end_id]
+    assert tok.split_reply(tok.encode("Hi.")) == ("", "Hi.")
+
+
+def test_draft_shows_masked_positions_and_hides_padding(tok):
+    ids = [*tok.encode("ab"), tok.answer_id, *tok.encode("cd"), tok.end_id, *tok.encode("zz")]
+    masked = [False, True, False, False, True, False, True, True]
+    assert tok.split_draft(ids, masked) == (f"a{MASK_GLYPH}", f"c{MASK_GLYPH}")
+    # Before the marker is committed, the whole draft is reasoning.
+    masked[2] = True
+    thinking, text = tok.split_draft(ids, masked)
+    assert text == "" and thinking.count(MASK_GLYPH) == 3
+
+
+def test_missing_special_token_is_a_clear_error(tok):
+    from engine import SpecialTokens
+
+    with pytest.raises(ValueError, match=re.escape("no mask token '<|nomask|>'")):
+        Tokenizer(tok.hf, SpecialTokens(mask="<|nomask|>"))
