@@ -245,7 +245,12 @@ class Speaker:
     """
 
     def __init__(
-        self, device: int | str | None = None, *, sample_rate: int = 22050, block_ms: float = 20
+        self,
+        device: int | str | None = None,
+        *,
+        sample_rate: int = 22050,
+        block_ms: float = 20,
+        latency_s: float = 0.1,
     ) -> None:
         self._sd = _sd()
         self.device = find_device(device, "output")
@@ -266,6 +271,7 @@ class Speaker:
                 channels=1,
                 dtype="float32",
                 blocksize=max(1, round(self.device_rate * block_ms / 1000)),
+                latency=latency_s,  # device buffering: what still plays after stop()
                 callback=self._callback,
                 finished_callback=self._finished.set,
             )

@@ -1,0 +1,187 @@
+"""Real PortAudio devices on a virtual PulseAudio server: microphone, speaker, faults."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from audio.devices import AudioDeviceError, Microphone, Speaker, find_device, list_devices
+from audio.resample import resample
+from audio.streaming import FinalText, StreamingTranscriber
+from audio.vad import SpeechStart
+from tests.audio.conftest import (
+    RATE,
+    digits_in,
+    refresh_portaudio,
+    start_pulse,
+    stop_recording,
+    trim,
+)
+
+QUESTION = "What is seventeen times three?"
+
+
+def listen_for_final(mic: Microphone, stream: StreamingTranscriber, limit_s: float):
+    events = []
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        events += stream.feed(mic.read())
+        if any(isinstance(e, FinalText) for e in events):
+            return events
+    pytest.fail(f"no final transcript within {limit_s} s; events: {events}")
+
+
+def test_devices_are_listed_and_selected(pulse):
+    devices = list_devices()
+    assert any(d.input_channels > 0 for d in devices)
+    assert any(d.output_channels > 0 for d in devices)
+    by_name = find_device("PULSE", "input")
+    assert by_name.name == "pulse"
+    assert find_device(by_name.index, "output").index == by_name.index
+    assert find_device(None, "input").is_default_input
+    with pytest.raises(AudioDeviceError, match="quicksilver devices"):
+        find_device(999, "input")
+    with pytest.raises(AudioDeviceError, match="available"):
+        find_device("no such card", "output")
+
+
+@pytest.mark.parametrize("device_rate", [None, 48000])
+def test_microphone_vad_and_whisper_transcribe_the_fifo(pulse, espeak, transcriber,
+                                                        device_rate):  # fmt: skip
+    """Speech written into the FIFO in real time comes out as the right transcript; at
+    48 kHz the microphone resamples to 16 kHz itself."""
+    with Microphone("pulse", device_rate=device_rate) as mic:
+        assert mic.device_rate == (device_rate or RATE)
+        writer = pulse.speak_into_mic(espeak(QUESTION), lead_s=0.6, tail_s=1.5)
+        stream = StreamingTranscriber(transcriber)
+        events = listen_for_final(mic, stream, limit_s=20)
+        frame = mic.read()
+    writer.join(timeout=10)
+    assert frame.shape == (512,) and frame.dtype == np.float32
+    assert isinstance(events[0], SpeechStart)
+    final = next(e for e in events if isinstance(e, FinalText))
+    assert {"17", "3"} <= digits_in(final.text), final.text
+    assert mic.overflows == 0
+
+
+def test_speaker_output_heard_on_the_sink_monitor(pulse, voice, transcriber):
+    speech = voice.speak(QUESTION)
+    recorder = pulse.record_speaker()
+    time.sleep(0.5)
+    with Speaker("pulse", sample_rate=voice.sample_rate) as speaker:
+        for chunk in np.array_split(speech, 5):  # arrives in pieces, like sentences
+            speaker.play(chunk)
+        assert speaker.wait(timeout=30)
+        played = speaker.played_s
+    time.sleep(0.3)
+    heard = stop_recording(recorder)
+    assert played == pytest.approx(speech.size / voice.sample_rate, abs=0.05)
+    assert trim(heard).size / RATE == pytest.approx(trim(speech).size / voice.sample_rate,
+                                                    abs=0.25)  # fmt: skip
+    assert {"17", "3"} <= digits_in(transcriber.transcribe(heard))
+
+
+def test_speaker_stop_cuts_playback(pulse, voice):
+    long_answer = voice.speak("One, two, three, four, five, six, seven, eight, nine, ten. " * 2)
+    assert long_answer.size / voice.sample_rate > 6
+    recorder = pulse.record_speaker()
+    time.sleep(0.5)
+    with Speaker("pulse", sample_rate=voice.sample_rate) as speaker:
+        speaker.play(long_answer)
+        started = time.monotonic()
+        time.sleep(1.5)
+        played = speaker.stop()
+        stopped_after = time.monotonic() - started
+        assert not speaker.busy
+        time.sleep(0.8)
+    heard = stop_recording(recorder)
+    # never more than the wall clock plus the device buffer (a loaded machine may start late)
+    assert 0.2 < played <= stopped_after + 0.15, (played, stopped_after)
+    loud = np.nonzero(np.abs(heard) > 0.02)[0]
+    heard_s = (loud[-1] - loud[0]) / RATE
+    # nothing after stop() reached the sink (the first and last 0.1-0.3 s may be quiet)
+    assert played - 0.5 <= heard_s <= played + 0.15, (heard_s, played)
+
+
+def test_microphone_reports_a_vanished_device(tmp_path, espeak):
+    """The sound server dies mid-stream: read() raises a clear error, close() returns."""
+    server = start_pulse(tmp_path / "doomed")
+    previous = os.environ.get("PULSE_SERVER")
+    os.environ["PULSE_SERVER"] = server.address
+    try:
+        mic = Microphone("pulse", stall_timeout_s=5)
+        server.speak_into_mic(espeak(QUESTION), lead_s=0.2, tail_s=3)
+        for _ in range(10):
+            mic.read()
+        server.process.kill()
+        server.process.wait(timeout=10)
+        started = time.monotonic()
+        with pytest.raises(AudioDeviceError, match=r"stopped|no audio"):
+            while time.monotonic() - started < 10:
+                mic.read()
+        assert time.monotonic() - started < 6
+        started = time.monotonic()
+        mic.close()
+        assert time.monotonic() - started < 2
+    finally:
+        server.stop()
+        if previous is None:
+            os.environ.pop("PULSE_SERVER", None)
+        else:
+            os.environ["PULSE_SERVER"] = previous
+
+
+def _run(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_no_sound_server_means_no_devices(tmp_path):
+    """Without a reachable server PortAudio sees nothing: each entry point says so."""
+    env = {**os.environ, "PULSE_SERVER": f"unix:{tmp_path}/nothing-here"}
+    code = """
+        from audio.devices import AudioDeviceError, Microphone, Speaker
+        for device in (Microphone, Speaker):
+            try:
+                device()
+            except AudioDeviceError as error:
+                print(error)
+    """
+    result = _run(code, env)
+    assert result.returncode == 0, result.stderr
+    assert "no input device found" in result.stdout
+    assert "no output device found" in result.stdout
+    cli = _run("from ui.cli import main; raise SystemExit(main(['say', 'hello']))", env)
+    assert cli.returncode == 2 and "Traceback" not in cli.stderr
+    assert "no output device found" in cli.stderr and "-o OUT.wav" in cli.stderr
+
+
+def test_missing_portaudio_library(tmp_path):
+    """With libportaudio hidden (a private mount namespace), the error says what to install."""
+    import sounddevice  # noqa: F401  (loads the library, so its path is in our memory map)
+
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    library = next(line.split()[-1] for line in maps if "libportaudio" in line)
+    if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs mount namespaces (unshare -m) to hide the PortAudio library")
+    script = (f"mount --bind /dev/null {library} && {sys.executable} -c "
+              "\"from ui.cli import main; raise SystemExit(main(['devices']))\"")  # fmt: skip
+    result = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+                            text=True, timeout=120, cwd=os.getcwd())  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "PortAudio could not be loaded" in result.stderr
+    assert "libportaudio2" in result.stderr
+
+
+def test_refresh_sees_the_server_again(pulse):
+    refresh_portaudio()
+    assert any(d.name == "pulse" for d in list_devices())
+    assert resample(np.zeros(480, np.float32), 48000, RATE).size == 160
