@@ -49,7 +49,8 @@ def test_rate_and_volume():
     slow, fast = Voice(rate=0.8), Voice(rate=1.6, volume=0.5)
     text = "Seventeen times three is fifty-one."
     a, b = slow.speak(text), fast.speak(text)
-    assert b.size / a.size == pytest.approx(0.8 / 1.6, rel=0.2)
+    # twice the rate: about half as long (Piper samples durations; pauses do not scale)
+    assert 0.35 < b.size / a.size < 0.75
     assert np.abs(b).max() == pytest.approx(0.5, abs=0.01)
     with pytest.raises(ValueError, match="rate"):
         Voice(rate=10)
