@@ -83,8 +83,9 @@ def test_speaker_output_heard_on_the_sink_monitor(pulse, voice, transcriber):
     time.sleep(0.3)
     heard = stop_recording(recorder)
     assert played == pytest.approx(speech.size / voice.sample_rate, abs=0.05)
-    assert trim(heard).size / RATE == pytest.approx(trim(speech).size / voice.sample_rate,
-                                                    abs=0.25)  # fmt: skip
+    spoken_s, heard_s = trim(speech).size / voice.sample_rate, trim(heard).size / RATE
+    # all of it arrives; a loaded machine may add underrun gaps, never drop speech
+    assert spoken_s - 0.25 <= heard_s <= spoken_s + 1.0, (heard_s, spoken_s)
     assert {"17", "3"} <= digits_in(transcriber.transcribe(heard))
 
 
