@@ -276,11 +276,14 @@ class Transformer(nn.Module):
         prompt_len: Tensor | int | None = None,
         causal: bool = False,
         cache: KVCache | None = None,
+        logits_for: slice | None = None,
     ) -> Tensor:
         """Logits (batch, n, vocab) for ``tokens`` (batch, n) at positions ``start..start+n``.
 
         ``prompt_len`` (an int, or one per row) marks the prompt; with
         ``prompt_sees_reply=False`` prompt queries then attend to prompt keys only.
+        ``logits_for`` (a slice of the n positions) skips the output layer elsewhere,
+        which matters with large vocabularies.
         """
         n = tokens.shape[1]
         if start + n > self.config.max_seq_len:
@@ -296,6 +299,8 @@ class Transformer(nn.Module):
         x = self.embed(tokens)
         for block in self.blocks:
             x = block(x, cos, sin, start, mask, causal, cache)
+        if logits_for is not None:
+            x = x[:, logits_for]
         return self.lm_head(self.norm(x))
 
 

@@ -143,15 +143,19 @@ def denoise(
             if left == 0:
                 break
             start = valid_prefix
-            logits = model(sequence[:, start:], start=start, prompt_len=prompt_len, cache=cache)
+            block = slice(prompt_len - start + block_start, prompt_len - start + block_end)
+            block_logits = model(
+                sequence[:, start:],
+                start=start,
+                prompt_len=prompt_len,
+                cache=cache,
+                logits_for=block,
+            )[0]
             step += 1
             if cache_mode == "exact":
                 valid_prefix = prompt_len
             elif cache_mode == "approximate":
                 valid_prefix = prompt_len + block_start
-            block_logits = logits[
-                0, prompt_len - start + block_start : prompt_len - start + block_end
-            ]
             quota = math.ceil(left / (budget - steps_done))
             committed = _commit(
                 block_logits,
