@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import torch
@@ -20,6 +21,7 @@ from .model import ModelConfig, Transformer
 from .sampler import SamplerConfig
 from .tokenizer import ChatTemplate, SpecialTokens, Tokenizer
 
+ENTRY_POINTS = "quicksilver.checkpoints"
 FORMAT = "quicksilver-dllm"
 FORMAT_VERSION = 1
 CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE = "config.json", "model.safetensors", "tokenizer.json"
@@ -103,11 +105,30 @@ def save_checkpoint(
     return folder
 
 
+def resolve_checkpoint(spec: str | Path) -> Path:
+    """A checkpoint folder from a path or a registered name such as ``"bundled"``.
+
+    Names come from the ``quicksilver.checkpoints`` entry points: installed packages
+    register the models they ship, and the engine needs to import none of them.
+    """
+    path = Path(spec).expanduser()
+    if path.exists() or isinstance(spec, Path):
+        return path
+    registered = {ep.name: ep for ep in entry_points(group=ENTRY_POINTS)}
+    if spec in registered:
+        return Path(registered[spec].load()())
+    names = ", ".join(sorted(registered)) or "none installed"
+    raise FileNotFoundError(
+        f"no checkpoint folder at {spec}; pass a folder holding {CONFIG_FILE}, {WEIGHTS_FILE} "
+        f"and {TOKENIZER_FILE}, or a registered name ({names})"
+    )
+
+
 def load_checkpoint(
-    folder: str | Path,
+    spec: str | Path,
 ) -> tuple[CheckpointConfig, dict[str, torch.Tensor], Tokenizer]:
-    """Read and check a checkpoint folder: config, weights (on CPU) and tokenizer."""
-    folder = Path(folder)
+    """Read and check a checkpoint folder (a path or a registered name)."""
+    folder = resolve_checkpoint(spec)
     if not folder.is_dir():
         raise FileNotFoundError(
             f"no checkpoint folder at {folder}; pass a folder holding {CONFIG_FILE}, "

@@ -18,6 +18,8 @@ from pathlib import Path
 import tokenizers
 from tokenizers import decoders, models, pre_tokenizers
 
+from .normalise import normalise_spoken
+
 Message = dict[str, str]
 Conversation = str | Sequence[Message]
 
@@ -48,6 +50,7 @@ class ChatTemplate:
     user: str = "<|user|>{content}<|end|>"
     assistant: str = "<|assistant|>{content}<|end|>"
     generation_prompt: str = "<|assistant|><|think|>"
+    normalise_user_text: bool = False  # spoken questions in canonical form (engine.normalise)
 
 
 def byte_level_tokenizer(
@@ -140,7 +143,10 @@ class Tokenizer:
         messages = normalise_conversation(conversation)
         ids = self._encode_markup(self.template.bos)
         for message in messages:
-            ids += self._render(getattr(self.template, message["role"]), message["content"])
+            content = message["content"]
+            if message["role"] == "user" and self.template.normalise_user_text:
+                content = normalise_spoken(content)
+            ids += self._render(getattr(self.template, message["role"]), content)
         return ids + self._encode_markup(self.template.generation_prompt)
 
     def _render(self, pattern: str, content: str) -> list[int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import date
 from importlib.metadata import PackageNotFoundError, version
 
 
@@ -28,6 +29,37 @@ class UserError(Exception):
 # --------------------------------------------------------------------------- engine
 
 
+def today_context(today: date | None = None) -> str:
+    """The date sentence the assistant tells the model, so it can answer calendar questions."""
+    today = today or date.today()
+    return f"Today is {today:%A}, {today:%B} {today.day}, {today.year}."
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Per-skill accuracy of a model on reasoner-tiny's held-out sets."""
+    import json
+
+    from engine import Engine
+    from models.reasoner_tiny.evaluate import evaluate
+
+    engine = Engine.load(args.model, device=args.device)
+    results = [evaluate(engine, args.per_skill, steps) for steps in args.steps]
+    if args.json:
+        print(json.dumps([r.to_dict() for r in results], indent=2))
+        return 0
+    header = f"{'skill':<20}" + "".join(f"{f'{r.steps} steps':>11}" for r in results)
+    print(header)
+    for i, score in enumerate(results[0].scores):
+        row = "".join(f"{r.scores[i].accuracy:>10.0%} " for r in results)
+        print(f"{score.skill:<20}{row}")
+    print(f"{'p50 latency':<20}" + "".join(f"{r.p50_ms:>8.0f} ms" for r in results))
+    if args.show_misses:
+        for score in results[0].scores:
+            for question, wanted, got in score.misses:
+                print(f"[{score.skill}] {question!r}: wanted {wanted!r}, got {got!r}")
+    return 0
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     """Answer one typed question with the diffusion engine."""
     import json
@@ -35,7 +67,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from engine import Engine
 
     engine = Engine.load(args.model, device=args.device)
-    answer = engine.answer(args.question, steps=args.steps, max_new_tokens=args.max_new_tokens)
+    messages = [{"role": "user", "content": args.question}]
+    if args.context:
+        messages.insert(0, {"role": "system", "content": args.context})
+    answer = engine.answer(messages, steps=args.steps, max_new_tokens=args.max_new_tokens)
     if args.json:
         print(
             json.dumps(
@@ -73,9 +108,33 @@ def _add_engine_commands(sub: argparse._SubParsersAction) -> None:
         "--max-new-tokens", type=int, default=None, help="reply canvas length (default: model's)"
     )
     ask.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto (default)")
+    ask.add_argument(
+        "--context",
+        default=today_context(),
+        help="what the model is told first (default: today's date, e.g. "
+        '"Today is Sunday, November 29, 2026."); "" for nothing',
+    )
     ask.add_argument("--json", action="store_true", help="print the answer and figures as JSON")
     ask.add_argument("--show-thinking", action="store_true", help="also print the hidden reasoning")
     ask.set_defaults(func=cmd_ask)
+
+    evaluation = sub.add_parser(
+        "eval",
+        help="per-skill accuracy of the shipped model on its held-out sets",
+        description="Answer the held-out questions of every skill (numbers, words, dates and "
+        "phrasings never seen in training) and print the share answered exactly right.",
+    )
+    evaluation.add_argument("--model", default="bundled", help="checkpoint (default: shipped)")
+    evaluation.add_argument(
+        "--steps", type=int, nargs="+", default=[16], help="step budgets to compare (default 16)"
+    )
+    evaluation.add_argument("--per-skill", type=int, default=50, help="questions per skill")
+    evaluation.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
+    evaluation.add_argument("--json", action="store_true", help="print the figures as JSON")
+    evaluation.add_argument(
+        "--show-misses", action="store_true", help="print a few wrong answers per skill"
+    )
+    evaluation.set_defaults(func=cmd_eval)
 
 
 def cmd_train(args: argparse.Namespace) -> int:

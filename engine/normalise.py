@@ -1,0 +1,122 @@
+"""Spoken-question normalisation: what a speech transcript says, in one canonical form.
+
+Speech-to-text writes the same question many ways: "What's seventeen times three?",
+"what is 17 x 3", "um, 17 times three". A small model learns far more from one form,
+so checkpoints whose chat template asks for it see user text lower-cased, without
+fillers or stray punctuation, with number words as digits ("three hundred and five"
+→ 305, "nine point one one" → 9.11, "21st" → 21) and arithmetic symbols as words.
+Training data goes through the same function, so both sides agree.
+"""
+
+from __future__ import annotations
+
+import re
+
+UNITS = {
+    "zero": 0, "oh": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+    "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17,
+    "eighteen": 18, "nineteen": 19,
+}  # fmt: skip
+TENS = {
+    "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
+    "eighty": 80, "ninety": 90,
+}  # fmt: skip
+SCALES = {"hundred": 100, "thousand": 1000}
+FILLERS = {"um", "umm", "uh", "uhh", "uhm", "er", "erm", "hmm", "mm", "ah"}
+CONTRACTIONS = {"what's": "what is", "how's": "how is", "it's": "it is", "that's": "that is"}
+SYMBOLS = {
+    "+": " plus ",
+    "×": " times ",
+    "*": " times ",
+    "÷": " divided by ",
+    "/": " divided by ",
+    "=": " equals ",
+}
+
+
+def normalise_spoken(text: str) -> str:
+    """The canonical form of a spoken or typed question (see the module docstring)."""
+    text = text.lower().replace("’", "'")
+    text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)  # 1,200 → 1200
+    text = re.sub(r"(?<=\d)(st|nd|rd|th)\b", "", text)  # 21st → 21
+    text = re.sub(r"(?<=\d)\s*x\s*(?=\d)", " times ", text)  # 17x3, 17 x 3
+    text = re.sub(r"(?<=\d)\s*-\s*(?=\d)|\s-\s", " minus ", text)  # 9-3, a - b (not twenty-one)
+    for symbol, words in SYMBOLS.items():
+        text = text.replace(symbol, words)
+    text = re.sub(r"(?<!\d)\.|\.(?!\d)|[^\w\s.'-]", " ", text)  # punctuation, except 9.11
+    text = re.sub(r"(?<=[a-z])-(?=[a-z])", " ", text)  # twenty-one → twenty one
+    words = " ".join(CONTRACTIONS.get(w, w) for w in text.split()).split()
+    words = [w.strip("'-") for w in words if w.strip("'-") not in FILLERS]
+    return " ".join(_numbers_to_digits(words))
+
+
+def _numbers_to_digits(words: list[str]) -> list[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        value, used = _read_number(words, i)
+        if used == 0:
+            out.append(words[i])
+            i += 1
+            continue
+        i += used
+        if i + 1 < len(words) and words[i] == "point" and _digit_word(words[i + 1]) is not None:
+            decimals = []
+            i += 1
+            while i < len(words) and _digit_word(words[i]) is not None:
+                decimals.append(str(_digit_word(words[i])))
+                i += 1
+            out.append(f"{value}.{''.join(decimals)}")
+        else:
+            out.append(str(value))
+    return out
+
+
+def _digit_word(word: str) -> int | None:
+    if word.isdigit() and len(word) == 1:
+        return int(word)
+    value = UNITS.get(word)
+    return value if value is not None and value < 10 else None
+
+
+def _read_number(words: list[str], start: int) -> tuple[int, int]:
+    """(value, words used) of a spelled or digit number at ``start``; (0, 0) if none."""
+    first = words[start]
+    if first == "point" and start + 1 < len(words) and _digit_word(words[start + 1]) is not None:
+        return 0, 0  # handled by the caller only after an integer; "point five" stays words
+    if re.fullmatch(r"\d+(\.\d+)?", first):
+        return 0, 0  # already digits
+    if first == "oh" or (first not in UNITS and first not in TENS and first != "a"):
+        return 0, 0
+    if first == "a" and not (start + 1 < len(words) and words[start + 1] in SCALES):
+        return 0, 0
+    total, current, i = 0, 0, start
+    while i < len(words):
+        word = words[i]
+        if word == "a" and i == start:
+            current = 1
+        elif word in UNITS and word != "oh":
+            if current % 10 or (current % 100 and current % 100 < 20):
+                break  # "three four" is two numbers
+            current += UNITS[word]
+        elif word in TENS:
+            if current % 100:
+                break
+            current += TENS[word]
+        elif word in SCALES and current:
+            current *= SCALES[word]
+            if word == "thousand":
+                total, current = total + current, 0
+        elif (
+            word == "and"
+            and i > start
+            and i + 1 < len(words)
+            and (words[i + 1] in UNITS or words[i + 1] in TENS)
+            and (current >= 100 or total)
+        ):
+            pass  # "three hundred and five"
+        else:
+            break
+        i += 1
+    return total + current, i - start

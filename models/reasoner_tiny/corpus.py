@@ -1,0 +1,798 @@
+"""The reasoner-tiny corpus: questions as speech transcripts, short reasoning, a spoken answer.
+
+Every reasoning format is built so that each token depends on a few tokens before it:
+numbers are worked one column at a time from the ones digit with the carry or borrow
+written out (``7+5+0=12`` means digit 2, carry 1), words are spelled letter by letter,
+dates move one unit at a time. Answers are plain sentences Piper reads well.
+
+Held-out items never reach training: a number pair, word or date belongs to the
+held-out side when its hash says so (``is_held_out``), and each skill has phrasings used
+only for evaluation. ``training_examples`` and ``held_out_set`` draw from disjoint sides.
+"""
+
+from __future__ import annotations
+
+import calendar
+import dataclasses
+import datetime as dt
+import random
+import zlib
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+HELD_OUT_SHARE = 8  # one item in 8 is kept for evaluation
+
+
+@dataclass(frozen=True)
+class Item:
+    """One question with its reasoning and answer; ``context`` is the system message."""
+
+    skill: str
+    question: str
+    thinking: str
+    answer: str
+    context: str = ""
+
+    def messages(self) -> list[dict[str, str]]:
+        system = [{"role": "system", "content": self.context}] if self.context else []
+        return [*system, {"role": "user", "content": self.question}]
+
+
+def is_held_out(key: str) -> bool:
+    """Whether an item's content (numbers, word, date) is reserved for evaluation."""
+    return zlib.crc32(key.encode()) % HELD_OUT_SHARE == 0
+
+
+# --------------------------------------------------------------------------- spoken form
+
+_SMALL = """
+zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen
+fifteen sixteen seventeen eighteen nineteen
+""".split()
+_TENS = """
+_ _ twenty thirty forty fifty sixty seventy eighty ninety
+""".split()
+
+
+def number_words(n: int) -> str:
+    """0 ≤ n < 10,000 as a person says it ("three hundred and five")."""
+    if n < 20:
+        return _SMALL[n]
+    if n < 100:
+        return _TENS[n // 10] + ("" if n % 10 == 0 else "-" + _SMALL[n % 10])
+    if n < 1000:
+        rest = "" if n % 100 == 0 else " and " + number_words(n % 100)
+        return _SMALL[n // 100] + " hundred" + rest
+    rest = "" if n % 1000 == 0 else (" and " if n % 1000 < 100 else " ") + number_words(n % 1000)
+    return number_words(n // 1000) + " thousand" + rest
+
+
+def spoken(n: int | str, rng: random.Random) -> str:
+    """A number as speech-to-text writes it: usually digits, sometimes words."""
+    if isinstance(n, str):  # a decimal
+        if rng.random() < 0.2:
+            whole, frac = n.split(".")
+            return number_words(int(whole)) + " point " + " ".join(_SMALL[int(c)] for c in frac)
+        return n
+    return number_words(n) if rng.random() < 0.2 else str(n)
+
+
+def transcript(text: str, rng: random.Random) -> str:
+    """Dress a question the way a transcript arrives: case, punctuation, a filler."""
+    if rng.random() < 0.15:
+        text = rng.choice(["um ", "uh ", "so ", "hey ", "okay "]) + text
+    if rng.random() < 0.1:
+        text = text + rng.choice([" please", " for me"])
+    if rng.random() < 0.5:
+        text = text[0].upper() + text[1:]
+    return text + rng.choice(["?", "?", ".", ""])
+
+
+# --------------------------------------------------------------------------- arithmetic
+
+
+def _digits(n: int, width: int) -> list[int]:
+    return [(n // 10**i) % 10 for i in range(width)]  # ones first
+
+
+def add_columns(a: int, b: int) -> str:
+    width = max(len(str(a)), len(str(b)))
+    steps, carry = [], 0
+    for x, y in zip(_digits(a, width), _digits(b, width), strict=True):
+        total = x + y + carry
+        steps.append(f"{x}+{y}+{carry}={total:02d}")
+        carry = total // 10
+    return " ".join(steps)
+
+
+def sub_columns(a: int, b: int) -> str:
+    """a ≥ b; ``x-y-c=BR``: digit R, borrow B for the next column."""
+    width = len(str(a))
+    steps, borrow = [], 0
+    for x, y in zip(_digits(a, width), _digits(b, width), strict=True):
+        value = x - y - borrow
+        nxt = 1 if value < 0 else 0
+        steps.append(f"{x}-{y}-{borrow}={nxt}{value + 10 * nxt}")
+        borrow = nxt
+    return " ".join(steps)
+
+
+def mul_row(a: int, d: int) -> str:
+    """a × one digit d, column by column: ``x*d+c=PQ``."""
+    steps, carry = [], 0
+    for x in _digits(a, len(str(a))):
+        total = x * d + carry
+        steps.append(f"{x}*{d}+{carry}={total:02d}")
+        carry = total // 10
+    return " ".join(steps)
+
+
+def mul_thinking(a: int, b: int) -> str:
+    if b < 10:
+        return f"{a}*{b}: {mul_row(a, b)} → {a * b}"
+    ones, tens = b % 10, b // 10
+    low, high = a * ones, a * tens * 10
+    return (
+        f"{a}*{b}: {a}*{ones}: {mul_row(a, ones)} → {low} | {a}*{tens}0: "
+        f"{mul_row(a, tens)} → {high} | {low}+{high}: {add_columns(low, high)} → {a * b}"
+    )
+
+
+def div_thinking(n: int, d: int) -> str:
+    steps, current = [], 0
+    for digit in str(n):
+        current = current * 10 + int(digit)
+        steps.append(f"{current}/{d}={current // d}r{current % d}")
+        current %= d
+    return f"{n}/{d}: {' '.join(steps)} → {n // d}"
+
+
+def addition(rng: random.Random, held_out: bool) -> Item:
+    phrasing = _phrase(rng, held_out, ADD_PHRASES)
+    # The held-out key is the pair as the answer says it ("add 2 to 94": 94 plus 2).
+    first, second = _pair(rng, held_out, "add", lambda: (_num(rng, 999), _num(rng, 999)))
+    a, b = (second, first) if phrasing.startswith("!") else (first, second)
+    question = phrasing.lstrip("!").format(a=spoken(a, rng), b=spoken(b, rng))
+    thinking = f"{first}+{second}: {add_columns(first, second)} → {first + second}"
+    return Item(
+        "addition",
+        transcript(question, rng),
+        thinking,
+        f"{first} plus {second} is {first + second}.",
+    )
+
+
+def subtraction(rng: random.Random, held_out: bool) -> Item:
+    a, b = _pair(rng, held_out, "sub", lambda: (_num(rng, 999), _num(rng, 999)))
+    phrasing = _phrase(rng, held_out, SUB_PHRASES)
+    question = phrasing.format(a=spoken(a, rng), b=spoken(b, rng))
+    if a >= b:
+        thinking, result = f"{a}-{b}: {sub_columns(a, b)} → {a - b}", str(a - b)
+    else:
+        thinking = f"{a}-{b} = -({b}-{a}): {sub_columns(b, a)} → -{b - a}"
+        result = f"minus {b - a}"
+    return Item("subtraction", transcript(question, rng), thinking, f"{a} minus {b} is {result}.")
+
+
+def multiplication(rng: random.Random, held_out: bool) -> Item:
+    a, b = _pair(rng, held_out, "mul", lambda: (_num(rng, 99), _num(rng, 99)))
+    question = _phrase(rng, held_out, MUL_PHRASES).format(a=spoken(a, rng), b=spoken(b, rng))
+    return Item(
+        "multiplication",
+        transcript(question, rng),
+        mul_thinking(a, b),
+        f"{a} times {b} is {a * b}.",
+    )
+
+
+def division(rng: random.Random, held_out: bool) -> Item:
+    def draw() -> tuple[int, int]:
+        d = rng.randint(2, 12)
+        return rng.randint(1, 999 // d) * d, d
+
+    n, d = _pair(rng, held_out, "div", draw)
+    question = _phrase(rng, held_out, DIV_PHRASES).format(a=spoken(n, rng), b=spoken(d, rng))
+    return Item(
+        "division",
+        transcript(question, rng),
+        div_thinking(n, d),
+        f"{n} divided by {d} is {n // d}.",
+    )
+
+
+# --------------------------------------------------------------------------- words
+
+
+def letter_count(rng: random.Random, held_out: bool) -> Item:
+    word = _word(rng, held_out)
+    letter = rng.choice(word) if rng.random() < 0.8 else rng.choice("abcdefghijklmnopqrstuvwxyz")
+    count, steps = 0, []
+    for ch in word:
+        count += ch == letter
+        steps.append(f"{ch}{count}")
+    question = _phrase(rng, held_out, COUNT_PHRASES).format(l=letter, w=word)
+    if count == 0:
+        answer = f"There are no {letter.upper()}'s in {word}."
+    elif count == 1:
+        answer = f"There is 1 {letter.upper()} in {word}."
+    else:
+        answer = f"There are {count} {letter.upper()}'s in {word}."
+    return Item(
+        "letter count", transcript(question, rng), f"{letter}: {' '.join(steps)} → {count}", answer
+    )
+
+
+def spelling(rng: random.Random, held_out: bool) -> Item:
+    word = _word(rng, held_out)
+    question = _phrase(rng, held_out, SPELL_PHRASES).format(w=word)
+    letters = ", ".join(word.upper())
+    return Item(
+        "spelling",
+        transcript(question, rng),
+        "-".join(word),
+        f"{word.capitalize()} is spelled {letters}.",
+    )
+
+
+def backwards(rng: random.Random, held_out: bool) -> Item:
+    word = _word(rng, held_out)
+    question = _phrase(rng, held_out, BACKWARDS_PHRASES).format(w=word)
+    thinking = f"{'-'.join(word)} → {'-'.join(reversed(word))}"
+    letters = ", ".join(reversed(word.upper()))
+    return Item(
+        "backwards",
+        transcript(question, rng),
+        thinking,
+        f"{word.capitalize()} backwards is {letters}.",
+    )
+
+
+def first_last(rng: random.Random, held_out: bool) -> Item:
+    word = _word(rng, held_out)
+    which = rng.choice(["first", "last"])
+    phrases = FIRST_PHRASES if which == "first" else LAST_PHRASES
+    question = _phrase(rng, held_out, phrases).format(w=word)
+    letter = word[0] if which == "first" else word[-1]
+    return Item(
+        "first/last letter",
+        transcript(question, rng),
+        "-".join(word),
+        f"The {which} letter of {word} is {letter.upper()}.",
+    )
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def _decimal(rng: random.Random) -> str:
+    return f"{rng.randint(0, 20)}.{rng.randint(0, 99) if rng.random() < 0.5 else rng.randint(0, 9)}"
+
+
+def compare_thinking(x: str, y: str) -> tuple[str, int]:
+    """Align the digits, compare from the left; (reasoning, sign of x - y)."""
+    wx, _, fx = x.partition(".")
+    wy, _, fy = y.partition(".")
+    width, frac = max(len(wx), len(wy)), max(len(fx), len(fy))
+    ax = wx.zfill(width) + ("." + fx.ljust(frac, "0") if frac else "")
+    ay = wy.zfill(width) + ("." + fy.ljust(frac, "0") if frac else "")
+    steps, sign = [], 0
+    for p, q in zip(ax, ay, strict=True):
+        if p == ".":
+            continue
+        if p == q:
+            steps.append(f"{p}={q}")
+            continue
+        sign = 1 if p > q else -1
+        steps.append(f"{p}{'>' if sign > 0 else '<'}{q}")
+        break
+    return f"{ax} vs {ay}: {' '.join(steps)}", sign
+
+
+def comparison(rng: random.Random, held_out: bool) -> Item:
+    def draw() -> tuple[str, str]:
+        if rng.random() < 0.5:
+            return _decimal(rng), _decimal(rng)
+        return str(_num(rng, 999)), str(_num(rng, 999))
+
+    x, y = _pair(rng, held_out, "cmp", draw)
+    kind = rng.choice(["bigger", "smaller", "is"])
+    phrases = {"bigger": BIGGER_PHRASES, "smaller": SMALLER_PHRASES, "is": IS_BIGGER_PHRASES}[kind]
+    question = _phrase(rng, held_out, phrases).format(
+        a=spoken(_as_number(x), rng), b=spoken(_as_number(y), rng)
+    )
+    thinking, sign = compare_thinking(x, y)
+    big, small = (x, y) if sign >= 0 else (y, x)
+    if sign == 0:
+        answer = f"{x} and {y} are equal."
+    elif kind == "bigger":
+        answer = f"{big} is bigger than {small}."
+    elif kind == "smaller":
+        answer = f"{small} is smaller than {big}."
+    else:
+        answer = f"Yes, {x} is bigger than {y}." if sign > 0 else f"No, {x} is smaller than {y}."
+    return Item("comparison", transcript(question, rng), f"{thinking} → {big}", answer)
+
+
+def ordering(rng: random.Random, held_out: bool) -> Item:
+    def draw() -> tuple[int, ...]:
+        return tuple(rng.sample(range(100), rng.randint(3, 4)))
+
+    numbers = list(_pair(rng, held_out, "ord", draw))
+    listed = ", ".join(spoken(n, rng) for n in numbers[:-1]) + " and " + spoken(numbers[-1], rng)
+    question = _phrase(rng, held_out, ORDER_PHRASES).format(n=listed)
+    steps, left = [], list(numbers)
+    while len(left) > 1:
+        smallest = min(left)
+        steps.append(f"{' '.join(map(str, left))}: min {smallest}")
+        left.remove(smallest)
+    result = sorted(numbers)
+    thinking = " | ".join(steps) + f" → {' '.join(map(str, result))}"
+    answer = "From smallest to largest: " + ", ".join(map(str, result)) + "."
+    return Item("ordering", transcript(question, rng), thinking, answer)
+
+
+# --------------------------------------------------------------------------- conversions
+
+UNITS = [  # (from, to, factor)
+    ("hour", "minute", 60),
+    ("minute", "second", 60),
+    ("day", "hour", 24),
+    ("week", "day", 7),
+    ("kilometer", "meter", 1000),
+    ("meter", "centimeter", 100),
+    ("centimeter", "millimeter", 10),
+    ("kilogram", "gram", 1000),
+]
+
+
+def _units(name: str, n: int) -> str:
+    return name if n == 1 else name + "s"
+
+
+def conversion(rng: random.Random, held_out: bool) -> Item:
+    unit, n = _pair(rng, held_out, "conv", lambda: (rng.randrange(len(UNITS)), rng.randint(1, 99)))
+    source, target, factor = UNITS[unit]
+    question = _phrase(rng, held_out, CONVERT_PHRASES).format(
+        n=spoken(n, rng), a=_units(source, n), b=target + "s"
+    )
+    zeros = len(str(factor)) - len(str(factor).rstrip("0"))
+    core = factor // 10**zeros
+    thinking = mul_thinking(n, core) if core > 1 else f"{n}*1 → {n}"
+    if zeros:
+        thinking += f" → {n * factor}"
+    thinking = f"×{factor}: {thinking}"
+    result = n * factor
+    answer = f"{n} {_units(source, n)} is {result} {_units(target, result)}."
+    return Item("conversion", transcript(question, rng), thinking, answer)
+
+
+# --------------------------------------------------------------------------- calendar
+
+DAYS = list(calendar.day_name)  # Monday first
+MONTHS = list(calendar.month_name)[1:]
+
+
+def spoken_date(day: dt.date) -> str:
+    return f"{DAYS[day.weekday()]}, {MONTHS[day.month - 1]} {day.day}, {day.year}"
+
+
+def date_context(today: dt.date) -> str:
+    return f"Today is {spoken_date(today)}."
+
+
+def step_days(today: dt.date, n: int) -> str:
+    """Reasoning for today + n days: the weekday by n mod 7, the date month by month."""
+    weekday = f"{DAYS[today.weekday()].lower()}+{n % 7}={DAYS[(today.weekday() + n) % 7].lower()}"
+    steps, day, month, year, left = [], today.day, today.month, today.year, n
+    while True:
+        length = calendar.monthrange(year, month)[1]
+        if day + left <= length:
+            steps.append(f"{day}+{left}={day + left}")
+            break
+        steps.append(f"{day}+{left}>{length}")
+        left -= length - day + 1
+        day = 1
+        month, year = (1, year + 1) if month == 12 else (month + 1, year)
+        steps.append(f"{MONTHS[month - 1].lower()[:3]} 1")
+        if left == 0:
+            break
+    return f"{weekday}; {' '.join(steps)}"
+
+
+def _today(rng: random.Random, held_out: bool) -> dt.date:
+    """A date from 2024 to 2035; held-out dates are never 'today' in training."""
+    (offset,) = _pair(rng, held_out, "cal", lambda: (rng.randint(0, 365 * 12),))
+    return dt.date(2024, 1, 1) + dt.timedelta(days=offset)
+
+
+def calendar_item(rng: random.Random, held_out: bool) -> Item:
+    today, n = _today(rng, held_out), rng.randint(2, 40)
+    context = date_context(today)
+    kind = rng.choice(["weekday", "date", "tomorrow", "in"])
+    phrases = CALENDAR_PHRASES[kind]
+    question = _phrase(rng, held_out, phrases).format(n=spoken(n, rng))
+    weekday, month = DAYS[today.weekday()], MONTHS[today.month - 1]
+    today_words = f"today {weekday.lower()} {today.day} {month.lower()} {today.year}"
+    if kind in ("weekday", "date"):
+        answer = f"Today is {weekday}." if kind == "weekday" else f"Today is {spoken_date(today)}."
+        return Item("calendar", transcript(question, rng), today_words, answer, context)
+    days = 1 if kind == "tomorrow" else n
+    later = today + dt.timedelta(days=days)
+    thinking = f"{today_words}; +{days}: {step_days(today, days)}"
+    answer = (
+        f"Tomorrow is {spoken_date(later)}."
+        if kind == "tomorrow"
+        else f"In {days} days it will be {spoken_date(later)}."
+    )
+    return Item("calendar", transcript(question, rng), thinking, answer, context)
+
+
+# --------------------------------------------------------------------------- conversation
+
+ABILITIES = "I can do arithmetic, spell words, compare numbers, convert units and tell the date."
+CHAT = {
+    "greeting": "Hello! What can I do for you?",
+    "thanks": "You're welcome!",
+    "identity": "I'm Quicksilver, a voice assistant that thinks with a diffusion language model.",
+    "abilities": ABILITIES,
+    "farewell": "Goodbye! Talk to you soon.",
+}
+REFUSAL = "Sorry, I can't answer that yet. " + ABILITIES
+
+
+def conversation(rng: random.Random, held_out: bool) -> Item:
+    kind = rng.choice(list(CHAT))
+    question = _phrase(rng, held_out, CHAT_PHRASES[kind])
+    return Item("conversation", transcript(question, rng), kind, CHAT[kind])
+
+
+def refusal(rng: random.Random, held_out: bool) -> Item:
+    template = _phrase(rng, held_out, OUT_OF_SCOPE)
+    filler = rng.choice(OUT_OF_SCOPE_FILLS[held_out])
+    question = template.format(x=filler, n=spoken(rng.randint(2, 99), rng))
+    return Item("out of scope", transcript(question, rng), "out of scope", REFUSAL)
+
+
+# --------------------------------------------------------------------------- phrasings
+# (train phrasings, held-out phrasings); "!" first swaps the operands' order in the answer.
+
+ADD_PHRASES = (
+    [
+        "what is {a} plus {b}",
+        "{a} plus {b}",
+        "what's {a} + {b}",
+        "add {a} and {b}",
+        "what do you get if you add {a} and {b}",
+        "can you add {a} and {b}",
+        "what is the sum of {a} and {b}",
+        "!add {a} to {b}",
+        "how much is {a} plus {b}",
+    ],
+    ["calculate {a} plus {b}", "tell me {a} plus {b}", "what's {a} plus {b}"],
+)
+SUB_PHRASES = (
+    [
+        "what is {a} minus {b}",
+        "{a} minus {b}",
+        "what's {a} - {b}",
+        "{a} take away {b}",
+        "how much is {a} minus {b}",
+        "what do you get if you take {b} from {a}",
+        "can you do {a} minus {b}",
+    ],
+    ["calculate {a} minus {b}", "tell me {a} minus {b}", "what's {a} minus {b}"],
+)
+MUL_PHRASES = (
+    [
+        "what is {a} times {b}",
+        "{a} times {b}",
+        "what's {a} x {b}",
+        "multiply {a} by {b}",
+        "{a} multiplied by {b}",
+        "what is {a} multiplied by {b}",
+        "how much is {a} times {b}",
+    ],
+    ["calculate {a} times {b}", "tell me {a} times {b}", "what's {a} times {b}"],
+)
+DIV_PHRASES = (
+    [
+        "what is {a} divided by {b}",
+        "{a} divided by {b}",
+        "divide {a} by {b}",
+        "what's {a} / {b}",
+        "how much is {a} divided by {b}",
+    ],
+    ["calculate {a} divided by {b}", "tell me {a} divided by {b}", "what's {a} divided by {b}"],
+)
+COUNT_PHRASES = (
+    [
+        "how many {l}'s are in {w}",
+        "how many times does the letter {l} appear in {w}",
+        "count the {l}'s in {w}",
+        "how many {l}'s does {w} have",
+        "how many letter {l}'s are there in {w}",
+    ],
+    ["how many {l}'s are there in {w}", "count the letter {l} in {w}"],
+)
+SPELL_PHRASES = (
+    ["how do you spell {w}", "spell {w}", "can you spell {w}", "how is {w} spelled"],
+    ["spell the word {w}", "how do I spell {w}"],
+)
+BACKWARDS_PHRASES = (
+    [
+        "spell {w} backwards",
+        "what is {w} spelled backwards",
+        "can you spell {w} backwards",
+        "say {w} backwards",
+    ],
+    ["spell the word {w} backwards", "how do you spell {w} backwards"],
+)
+FIRST_PHRASES = (
+    ["what is the first letter of {w}", "what letter does {w} start with", "first letter of {w}"],
+    ["which letter does {w} begin with", "what's the first letter of {w}"],
+)
+LAST_PHRASES = (
+    ["what is the last letter of {w}", "what letter does {w} end with", "last letter of {w}"],
+    ["which letter does {w} end with", "what's the last letter of {w}"],
+)
+BIGGER_PHRASES = (
+    [
+        "which is bigger {a} or {b}",
+        "which is larger {a} or {b}",
+        "what is bigger {a} or {b}",
+        "which number is bigger {a} or {b}",
+    ],
+    ["which is greater {a} or {b}", "which one is bigger {a} or {b}"],
+)
+SMALLER_PHRASES = (
+    [
+        "which is smaller {a} or {b}",
+        "which is less {a} or {b}",
+        "which number is smaller {a} or {b}",
+    ],
+    ["which one is smaller {a} or {b}", "what is smaller {a} or {b}"],
+)
+IS_BIGGER_PHRASES = (
+    ["is {a} bigger than {b}", "is {a} larger than {b}", "is {a} more than {b}"],
+    ["is {a} greater than {b}"],
+)
+ORDER_PHRASES = (
+    [
+        "put {n} in order",
+        "sort {n}",
+        "order {n} from smallest to largest",
+        "arrange {n} from smallest to biggest",
+    ],
+    ["sort these numbers {n}", "put these in order {n}"],
+)
+CONVERT_PHRASES = (
+    [
+        "how many {b} are in {n} {a}",
+        "convert {n} {a} to {b}",
+        "how many {b} is {n} {a}",
+        "what is {n} {a} in {b}",
+    ],
+    ["how many {b} are there in {n} {a}", "change {n} {a} into {b}"],
+)
+WEEKDAY_PHRASES = (
+    ["what day is it", "what day is it today", "what day of the week is it"],
+    ["which day is it today", "do you know what day it is"],
+)
+DATE_PHRASES = (
+    ["what is the date", "what's today's date", "what is the date today", "what's the date today"],
+    ["what date is it", "do you know the date"],
+)
+TOMORROW_PHRASES = (
+    [
+        "what day is it tomorrow",
+        "what is tomorrow's date",
+        "what's the date tomorrow",
+        "what day is tomorrow",
+    ],
+    ["what will tomorrow be", "which day is tomorrow"],
+)
+IN_DAYS_PHRASES = (
+    [
+        "what day will it be in {n} days",
+        "what is the date in {n} days",
+        "what's the date {n} days from now",
+        "what day is it in {n} days",
+    ],
+    ["which day will it be in {n} days", "what date will it be in {n} days"],
+)
+CALENDAR_PHRASES = {
+    "weekday": WEEKDAY_PHRASES,
+    "date": DATE_PHRASES,
+    "tomorrow": TOMORROW_PHRASES,
+    "in": IN_DAYS_PHRASES,
+}
+CHAT_PHRASES = {
+    "greeting": (
+        [
+            "hello",
+            "hi",
+            "hey there",
+            "good morning",
+            "hi quicksilver",
+            "hello there",
+            "good evening",
+        ],
+        ["hey quicksilver", "good afternoon"],
+    ),
+    "thanks": (
+        ["thank you", "thanks", "thanks a lot", "thank you very much", "cheers"],
+        ["thanks so much", "many thanks"],
+    ),
+    "identity": (
+        [
+            "who are you",
+            "what are you",
+            "what is your name",
+            "what's your name",
+            "tell me about yourself",
+        ],
+        ["who am I talking to", "what should I call you"],
+    ),
+    "abilities": (
+        ["what can you do", "what can you help me with", "what do you know", "help"],
+        ["what are you able to do", "what things can you do"],
+    ),
+    "farewell": (
+        ["goodbye", "bye", "see you later", "bye bye", "good night"],
+        ["see you", "talk to you later"],
+    ),
+}
+OUT_OF_SCOPE = (
+    [
+        "what is the capital of {x}",
+        "who is the president of {x}",
+        "what's the weather like in {x}",
+        "tell me a joke about {x}",
+        "how do I cook {x}",
+        "who won the game last night",
+        "what is the meaning of life",
+        "play some music",
+        "set a timer for {n} minutes",
+        "what is the square root of {n}",
+        "what is {n} squared",
+        "translate {x} into french",
+        "write a poem about {x}",
+        "what time is it in {x}",
+        "how far away is {x}",
+        "what is {n} to the power of 3",
+        "what's the population of {x}",
+        "book a flight to {x}",
+    ],
+    [
+        "what is the history of {x}",
+        "what's the best restaurant in {x}",
+        "what is the cube root of {n}",
+        "remind me to call {x}",
+        "how tall is the tallest building in {x}",
+        "what is {n} factorial",
+    ],
+)
+OUT_OF_SCOPE_FILLS = {
+    False: [
+        "france",
+        "japan",
+        "paris",
+        "pasta",
+        "cats",
+        "the moon",
+        "brazil",
+        "london",
+        "rice",
+        "dogs",
+        "canada",
+        "tokyo",
+        "soup",
+        "the ocean",
+        "germany",
+        "my mother",
+    ],
+    True: ["italy", "kenya", "berlin", "tacos", "horses", "mars", "peru", "sydney", "my brother"],
+}
+
+
+# --------------------------------------------------------------------------- words
+
+WORDS = """
+apple banana cherry orange grape lemon melon peach pear plum mango kiwi berry
+strawberry table chair window door house garden kitchen bottle pencil paper letter
+number picture river mountain forest desert island ocean valley castle bridge tower
+street market school teacher student doctor farmer painter singer driver pilot baker
+writer yellow purple silver golden green black white brown happy funny quiet simple
+gentle clever bright little giant rabbit monkey tiger zebra camel horse turtle parrot
+dolphin spider kitten puppy winter summer spring autumn morning evening sunday monday
+friday rocket planet comet galaxy robot engine wheel button candle basket blanket
+pillow coffee butter cookie bread cheese pizza pepper sugar tomato potato carrot onion
+music guitar piano violin trumpet drum hello thanks please sorry balloon bubble puzzle
+riddle jacket pocket mirror ladder hammer needle thread wallet ticket camera laptop
+phone circle square triangle elephant giraffe penguin kangaroo squirrel butterfly
+mosquito library hospital airport station museum theater village mississippi committee
+balloon address success accommodate necessary
+""".split()
+WORDS = sorted(set(WORDS))
+
+
+def _word(rng: random.Random, held_out: bool) -> str:
+    pool = [w for w in WORDS if is_held_out("word:" + w) == held_out]
+    return rng.choice(pool)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _num(rng: random.Random, top: int) -> int:
+    """Operands of every length: pick the number of digits first, then the number."""
+    digits = rng.randint(1, len(str(top)))
+    return rng.randint(0 if digits == 1 else 10 ** (digits - 1), min(top, 10**digits - 1))
+
+
+UNORDERED = {"add", "mul", "cmp", "ord"}  # 9 × 7 is the same fact as 7 × 9
+
+
+def _pair(rng: random.Random, held_out: bool, skill: str, draw: Callable[[], tuple]) -> tuple:
+    """Draw operands until they fall on the asked side of the held-out split."""
+    while True:
+        value = draw()
+        key = tuple(sorted(value, key=str)) if skill in UNORDERED else value
+        if is_held_out(f"{skill}:{key}") == held_out:
+            return value
+
+
+def _phrase(rng: random.Random, held_out: bool, phrases: tuple[list[str], list[str]]) -> str:
+    return rng.choice(phrases[1] if held_out else phrases[0])
+
+
+def _as_number(text: str) -> int | str:
+    return text if "." in text else int(text)
+
+
+SKILLS: dict[str, tuple[Callable[[random.Random, bool], Item], float]] = {
+    "addition": (addition, 1.5),
+    "subtraction": (subtraction, 2.0),
+    "multiplication": (multiplication, 3.0),
+    "division": (division, 1.5),
+    "letter count": (letter_count, 1.5),
+    "spelling": (spelling, 1.0),
+    "backwards": (backwards, 1.0),
+    "first/last letter": (first_last, 0.5),
+    "comparison": (comparison, 1.5),
+    "ordering": (ordering, 1.0),
+    "conversion": (conversion, 1.5),
+    "calendar": (calendar_item, 2.0),
+    "conversation": (conversation, 0.4),
+    "out of scope": (refusal, 0.8),
+}
+
+
+def with_date(item: Item, rng: random.Random, held_out: bool) -> Item:
+    """The assistant always passes today's date; half the items carry one, as in use."""
+    if item.context or rng.random() < 0.5:
+        return item
+    return dataclasses.replace(item, context=date_context(_today(rng, held_out)))
+
+
+def training_items(count: int, seed: int = 0, skills: Collection[str] | None = None) -> list[Item]:
+    """``count`` training items, skills mixed by weight; the same seed gives the same list."""
+    rng = random.Random(seed)
+    chosen = [SKILLS[name] for name in (skills or SKILLS)]
+    makers = [maker for maker, _ in chosen]
+    weights = [weight for _, weight in chosen]
+    return [
+        with_date(rng.choices(makers, weights)[0](rng, False), rng, False) for _ in range(count)
+    ]
+
+
+def held_out_set(
+    per_skill: int = 50, seed: int = 1234, skills: Collection[str] | None = None
+) -> dict[str, list[Item]]:
+    """Evaluation items per skill: held-out numbers, words, dates and phrasings only."""
+    rng = random.Random(seed)
+    return {
+        skill: [with_date(maker(rng, True), rng, True) for _ in range(per_skill)]
+        for skill, (maker, _) in SKILLS.items()
+        if skills is None or skill in skills
+    }

@@ -1,0 +1,49 @@
+"""Spoken questions reach the model in one canonical form."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import ChatTemplate, Tokenizer
+from engine.normalise import normalise_spoken
+
+
+@pytest.mark.parametrize(
+    ("heard", "canonical"),
+    [
+        ("What's seventeen times three?", "what is 17 times 3"),
+        ("um, what is 17 x 3", "what is 17 times 3"),
+        ("17*3", "17 times 3"),
+        ("Three hundred and five plus eighty-five.", "305 plus 85"),
+        ("one thousand two hundred and thirty four minus 1,200", "1234 minus 1200"),
+        ("what is 9 - 3", "what is 9 minus 3"),
+        ("fifty-three - twenty-one", "53 minus 21"),
+        ("twenty one divided by seven", "21 divided by 7"),
+        ("84 / 7", "84 divided by 7"),
+        ("nine point one one or nine point nine, which is bigger?", "9.11 or 9.9 which is bigger"),
+        ("Is 9.11 bigger than 9.9?", "is 9.11 bigger than 9.9"),
+        ("what is a hundred times two", "what is 100 times 2"),
+        ("How many R's are in strawberry?", "how many r's are in strawberry"),
+        ("What is the first letter of banana?", "what is the first letter of banana"),
+        ("the 21st of March", "the 21 of march"),
+        ("Uh, spell banana backwards.", "spell banana backwards"),
+        ("three four", "3 4"),
+        ("Hello there!", "hello there"),
+        ("   ", ""),
+    ],
+)
+def test_transcripts_become_canonical(heard, canonical):
+    assert normalise_spoken(heard) == canonical
+
+
+def test_only_templates_that_ask_for_it_normalise_user_text():
+    question = "What's seventeen times three?"
+    plain, spoken = Tokenizer.byte_level(), Tokenizer.byte_level(
+        template=ChatTemplate(normalise_user_text=True)
+    )
+    system = {"role": "system", "content": "Today is Sunday, November 29, 2026."}
+    messages = [system, {"role": "user", "content": question}]
+    assert question in plain.hf.decode(plain.prompt_ids(messages))
+    rendered = spoken.hf.decode(spoken.prompt_ids(messages))
+    assert "what is 17 times 3" in rendered
+    assert "Today is Sunday, November 29, 2026." in rendered  # system text untouched
