@@ -38,8 +38,9 @@ def test_transcripts_become_canonical(heard, canonical):
 
 def test_only_templates_that_ask_for_it_normalise_user_text():
     question = "What's seventeen times three?"
-    plain, spoken = Tokenizer.byte_level(), Tokenizer.byte_level(
-        template=ChatTemplate(normalise_user_text=True)
+    plain, spoken = (
+        Tokenizer.byte_level(),
+        Tokenizer.byte_level(template=ChatTemplate(normalise_user_text=True)),
     )
     system = {"role": "system", "content": "Today is Sunday, November 29, 2026."}
     messages = [system, {"role": "user", "content": question}]

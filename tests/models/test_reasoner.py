@@ -65,7 +65,9 @@ def test_reduced_training_beats_the_untrained_model():
     untrained = build_engine(seed=0, **shape)
     before = evaluate(untrained, per_skill=12, steps=8, skills=skills)
     engine = build_engine(seed=0, **shape)
-    config = TrainConfig(steps=REDUCED_STEPS, batch_size=32, lr=3e-3, warmup_steps=20, progress=False)
+    config = TrainConfig(
+        steps=REDUCED_STEPS, batch_size=32, lr=3e-3, warmup_steps=20, progress=False
+    )
     train(engine, examples(4000, seed=0, skills=skills), config)
     after = evaluate(engine, per_skill=12, steps=8, skills=skills)
     correct_before = sum(s.correct for s in before.scores)
