@@ -21,10 +21,16 @@ KNOWN_HUB_MODELS = {
 
 
 def path(name: str) -> Path:
-    """The folder of a shipped model, by name."""
+    """The folder of a shipped model, by name; a clear error when its weights are absent."""
     if name not in SHIPPED:
         raise FileNotFoundError(f"no shipped model named {name!r}; shipped: {sorted(SHIPPED)}")
-    return SHIPPED[name]
+    folder = SHIPPED[name]
+    if not (folder / "model.safetensors").is_file():
+        raise FileNotFoundError(
+            f"the model {name!r} is not built in this installation ({folder} has no weights); "
+            "build it with `python -m models.reasoner_tiny.train --ship`, or pass --model PATH"
+        )
+    return folder
 
 
 def bundled() -> Path:

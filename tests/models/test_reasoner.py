@@ -60,20 +60,20 @@ def test_the_corpus_is_deterministic_and_answers_are_speakable():
 
 
 def test_reduced_training_beats_the_untrained_model():
-    skills = ["conversation", "out of scope", "first/last letter"]
+    skills = ["conversation", "out of scope"]
     shape = dict(d_model=128, n_layers=2, n_heads=4, max_seq_len=256)
     untrained = build_engine(seed=0, **shape)
-    before = evaluate(untrained, per_skill=12, steps=8, skills=skills)
+    before = evaluate(untrained, per_skill=10, steps=8, skills=skills)
     engine = build_engine(seed=0, **shape)
     config = TrainConfig(
         steps=REDUCED_STEPS, batch_size=32, lr=3e-3, warmup_steps=20, progress=False
     )
     train(engine, examples(4000, seed=0, skills=skills), config)
-    after = evaluate(engine, per_skill=12, steps=8, skills=skills)
+    after = evaluate(engine, per_skill=10, steps=8, skills=skills)
     correct_before = sum(s.correct for s in before.scores)
     correct_after = sum(s.correct for s in after.scores)
     assert correct_before == 0
     assert correct_after >= 0.5 * sum(s.total for s in after.scores), after.scores
 
 
-REDUCED_STEPS = 200
+REDUCED_STEPS = 150

@@ -1,0 +1,35 @@
+"""Checkpoints by name: the registry and the entry points the engine reads."""
+
+from __future__ import annotations
+
+import pytest
+
+import models
+from engine import Engine
+from engine.checkpoints import resolve_checkpoint
+
+from ..engine.conftest import tiny_config
+
+
+def test_registered_names_resolve_through_entry_points(tmp_path, monkeypatch):
+    folder = tmp_path / "tiny"
+    Engine.random(tiny_config(), seed=0).save(folder)
+    monkeypatch.setitem(models.SHIPPED, "reasoner-tiny", folder)
+    assert resolve_checkpoint("bundled") == folder
+    assert resolve_checkpoint("reasoner-tiny") == folder
+    assert Engine.load("bundled").model.config == tiny_config()
+
+
+def test_a_model_without_weights_says_how_to_build_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(models.SHIPPED, "reasoner-tiny", tmp_path)
+    with pytest.raises(
+        FileNotFoundError, match=r"not built .* models\.reasoner_tiny\.train --ship"
+    ):
+        Engine.load("bundled")
+
+
+def test_unknown_names_list_the_known_ones():
+    with pytest.raises(FileNotFoundError, match=r"registered name \(bundled, reasoner-tiny\)"):
+        Engine.load("no-such-model")
+    with pytest.raises(FileNotFoundError, match="no shipped model named 'nope'"):
+        models.path("nope")
