@@ -38,5 +38,5 @@ def bundled() -> Path:
     return path(BUNDLED)
 
 
-def reasoner_tiny() -> Path:
+def reasoner_tiny_folder() -> Path:
     return path("reasoner-tiny")
