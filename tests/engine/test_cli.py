@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from datetime import date
 
 import pytest
 
@@ -40,7 +41,15 @@ def checkpoint(tmp_path_factory, trained_engine):
 
 def test_ask_json_has_the_answer_and_its_cost(checkpoint):
     result = run(
-        "ask", MEMORISED[0].conversation, "--model", str(checkpoint), "--json", "--steps", "8"
+        "ask",
+        MEMORISED[0].conversation,
+        "--model",
+        str(checkpoint),
+        "--json",
+        "--steps",
+        "8",
+        "--context",
+        "",
     )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
@@ -52,8 +61,9 @@ def test_ask_json_has_the_answer_and_its_cost(checkpoint):
 
 
 def test_ask_shows_thinking_on_request(checkpoint):
-    plain = run("ask", MEMORISED[0].conversation, "--model", str(checkpoint))
-    shown = run("ask", MEMORISED[0].conversation, "--model", str(checkpoint), "--show-thinking")
+    ask = ("ask", MEMORISED[0].conversation, "--model", str(checkpoint), "--context", "")
+    plain = run(*ask)
+    shown = run(*ask, "--show-thinking")
     assert plain.stdout.strip() == MEMORISED[0].answer
     assert MEMORISED[0].thinking in shown.stdout and MEMORISED[0].answer in shown.stdout
 
@@ -124,3 +134,11 @@ def test_train_reports_a_malformed_line(tmp_path):
     result = run("train", str(data), "--out", str(tmp_path / "m"))
     assert result.returncode == 2
     assert "bad.jsonl:2" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_ask_tells_the_model_todays_date_by_default():
+    from ui.cli import build_parser, today_context
+
+    args = build_parser().parse_args(["ask", "what day is it"])
+    assert args.context == today_context()
+    assert today_context(date(2026, 11, 29)) == "Today is Sunday, November 29, 2026."
