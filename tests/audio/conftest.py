@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -209,13 +210,12 @@ def refresh_portaudio() -> None:
         sd._initialize()
 
 
-@pytest.fixture(scope="session")
-def pulse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulseServer]:
-    """The virtual sound server; PortAudio in this process talks to it."""
-    server = start_pulse(tmp_path_factory.mktemp("pulse"))
+@contextmanager
+def running_pulse(root: Path) -> Iterator[PulseServer]:
+    """A PulseAudio server that clients in this process reach, stopped on exit."""
+    server = start_pulse(root)
     previous = os.environ.get("PULSE_SERVER")
     os.environ["PULSE_SERVER"] = server.address
-    refresh_portaudio()
     try:
         yield server
     finally:
@@ -224,3 +224,11 @@ def pulse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulseServer]:
             os.environ.pop("PULSE_SERVER", None)
         else:
             os.environ["PULSE_SERVER"] = previous
+
+
+@pytest.fixture(scope="session")
+def pulse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulseServer]:
+    """The virtual sound server; PortAudio in this process talks to it."""
+    with running_pulse(tmp_path_factory.mktemp("pulse")) as server:
+        refresh_portaudio()
+        yield server

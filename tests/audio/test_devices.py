@@ -20,7 +20,7 @@ from tests.audio.conftest import (
     RATE,
     digits_in,
     refresh_portaudio,
-    start_pulse,
+    running_pulse,
     stop_recording,
     trim,
 )
@@ -113,10 +113,7 @@ def test_speaker_stop_cuts_playback(pulse, voice):
 
 def test_microphone_reports_a_vanished_device(tmp_path, espeak):
     """The sound server dies mid-stream: read() raises a clear error, close() returns."""
-    server = start_pulse(tmp_path / "doomed")
-    previous = os.environ.get("PULSE_SERVER")
-    os.environ["PULSE_SERVER"] = server.address
-    try:
+    with running_pulse(tmp_path / "doomed") as server:
         mic = Microphone("pulse", stall_timeout_s=5)
         server.speak_into_mic(espeak(QUESTION), lead_s=0.2, tail_s=3)
         for _ in range(10):
@@ -131,12 +128,6 @@ def test_microphone_reports_a_vanished_device(tmp_path, espeak):
         started = time.monotonic()
         mic.close()
         assert time.monotonic() - started < 2
-    finally:
-        server.stop()
-        if previous is None:
-            os.environ.pop("PULSE_SERVER", None)
-        else:
-            os.environ["PULSE_SERVER"] = previous
 
 
 def _run(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
