@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import date
 from importlib.metadata import PackageNotFoundError, version
+
+from assistant.memory import today_context
 
 
 def _version() -> str:
@@ -27,12 +28,6 @@ class UserError(Exception):
 
 
 # --------------------------------------------------------------------------- engine
-
-
-def today_context(today: date | None = None) -> str:
-    """The date sentence the assistant tells the model, so it can answer calendar questions."""
-    today = today or date.today()
-    return f"Today is {today:%A}, {today:%B} {today.day}, {today.year}."
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -341,6 +336,102 @@ def _add_audio_commands(sub: argparse._SubParsersAction) -> None:
     devices.set_defaults(func=cmd_devices)
 
 
+# --------------------------------------------------------------------------- assistant
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    """Print the effective settings, each with the layer that set it."""
+    import dataclasses
+    import json
+
+    from assistant.config import default_config_path, load_settings
+    from assistant.transcript import default_log_path
+
+    settings, sources = load_settings({})
+    values = dataclasses.asdict(settings)
+    if args.json:
+        report = {name: {"value": value, "source": sources[name]} for name, value in values.items()}
+        print(json.dumps(report, indent=2, default=str))
+        return 0
+    path = default_config_path()
+    state = "" if path.is_file() else " (not there; create it to change the defaults)"
+    print(f"# config file: {path}{state}; environment: QUICKSILVER_<NAME>")
+    unset = {"log_path": str(default_log_path())}  # what None means, where it is not a device
+    text = {name: _setting_text(value, unset.get(name)) for name, value in values.items()}
+    name_width, value_width = max(map(len, text)), max(map(len, text.values()))
+    for name, value in text.items():
+        print(f"{name:<{name_width}} = {value:<{value_width}}  ({sources[name]})")
+    return 0
+
+
+def _setting_text(value: object, unset: str | None) -> str:
+    if value is None:
+        return unset or "(system default)"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """Print the most recent turns of the transcript log."""
+    import json
+
+    from assistant.config import load_settings
+    from assistant.transcript import TranscriptLog
+
+    if args.n < 1:
+        raise UserError(f"-n must be at least 1, got {args.n}")
+    settings, _ = load_settings({})
+    log = TranscriptLog(settings.log_path)
+    records, skipped = log.read_recent(args.n)
+    for warning in skipped:
+        print(f"quicksilver history: {warning}", file=sys.stderr)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in records], indent=2, ensure_ascii=False))
+        return 0
+    if not records:
+        print(f"no turns yet (the log is {log.path})")
+    for record in records:
+        when = _local_time(record.started_at)
+        said = record.spoken if record.interrupted else record.answer
+        mark = " (interrupted)" if record.interrupted else ""
+        print(f"{when}  you: {record.user}")
+        print(f"{'':<{len(when)}}  quicksilver: {said}{mark}".rstrip())
+    return 0
+
+
+def _local_time(iso: str) -> str:
+    """``2026-11-29 14:03:12`` from an ISO time; the text as it is when it is not one."""
+    from datetime import datetime
+
+    try:
+        return f"{datetime.fromisoformat(iso):%Y-%m-%d %H:%M:%S}"
+    except ValueError:
+        return iso
+
+
+def _add_assistant_commands_admin(sub: argparse._SubParsersAction) -> None:
+    config = sub.add_parser(
+        "config",
+        help="show the effective settings and where each comes from",
+        description="Print every setting with its value and the layer that set it: the "
+        "default, the config file (~/.config/quicksilver/config.toml, or under "
+        "$XDG_CONFIG_HOME), an environment variable QUICKSILVER_<NAME>, or a flag. "
+        "The config file holds one setting per line, e.g. steps = 32 or headset = true.",
+    )
+    config.add_argument("--json", action="store_true", help="print the settings as JSON")
+    config.set_defaults(func=cmd_config)
+
+    history = sub.add_parser(
+        "history",
+        help="print the most recent turns of the conversation log",
+        description="Print recent turns from the transcript log (by default "
+        "~/.local/share/quicksilver/history.jsonl, or under $XDG_DATA_HOME; the log_path "
+        "setting moves it): when, what you said, what the assistant said.",
+    )
+    history.add_argument("-n", type=int, default=10, help="how many turns (default 10)")
+    history.add_argument("--json", action="store_true", help="print the turns as JSON")
+    history.set_defaults(func=cmd_history)
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -356,6 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_commands(sub)
     _add_train_command(sub)
     _add_audio_commands(sub)
+    _add_assistant_commands_admin(sub)
     return parser
 
 

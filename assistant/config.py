@@ -1,0 +1,177 @@
+"""The assistant's settings and where each one came from.
+
+Four layers, each overriding the one before: the defaults below, the user's
+``config.toml`` (under ``$XDG_CONFIG_HOME/quicksilver``, else ``~/.config/quicksilver``),
+environment variables ``QUICKSILVER_<NAME>`` and command-line flags. ``load_settings``
+also says which layer set every value, so ``quicksilver config`` can answer "why is
+this set?" and every bad value is reported with the file or variable that holds it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the tomli backport, a dependency there
+    import tomli as tomllib
+
+ENV_PREFIX = "QUICKSILVER_"
+TRUE_WORDS = ("true", "yes", "on", "1")
+FALSE_WORDS = ("false", "no", "off", "0")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the assistant can be told; the defaults work offline on a laptop.
+
+    ``input_device``/``output_device``: an index or part of a device name, ``None`` for
+    the system's default. ``speculative_ms``: silence after which transcription and
+    denoising start before the endpoint (0: off). ``headset``: ``False`` gates the
+    microphone while the assistant speaks through loudspeakers, ``True`` allows full
+    barge-in. ``context_tokens``: prompt budget for the date, earlier turns and the
+    question. ``log_path``: ``None`` for ``$XDG_DATA_HOME/quicksilver/history.jsonl``.
+    """
+
+    model: str = "bundled"
+    steps: int = field(default=16, metadata={"minimum": 1})
+    device: str = "auto"
+    whisper_model: str = "tiny.en"
+    voice: str = "en_US-joe-medium"
+    input_device: str | None = None
+    output_device: str | None = None
+    hangover_ms: int = field(default=500, metadata={"minimum": 0})
+    speculative_ms: int = field(default=200, metadata={"minimum": 0})
+    headset: bool = False
+    context_tokens: int = field(default=192, metadata={"minimum": 1})
+    max_turns: int = field(default=8, metadata={"minimum": 0})
+    log_path: Path | None = None
+    show_thinking: bool = False
+
+
+FIELD_TYPES: dict[str, Any] = typing.get_type_hints(Settings)
+NAMES: tuple[str, ...] = tuple(f.name for f in fields(Settings))
+MINIMUMS: dict[str, int] = {f.name: f.metadata["minimum"] for f in fields(Settings) if f.metadata}
+
+
+def xdg_dir(env: Mapping[str, str], variable: str, fallback: str) -> Path:
+    """An XDG base directory: the variable when it holds an absolute path, else ~/fallback."""
+    value = env.get(variable, "")
+    if value and Path(value).is_absolute():
+        return Path(value)
+    return Path(env.get("HOME") or Path.home()) / fallback
+
+
+def default_config_path(env: Mapping[str, str] = os.environ) -> Path:
+    return xdg_dir(env, "XDG_CONFIG_HOME", ".config") / "quicksilver" / "config.toml"
+
+
+def load_settings(
+    cli_overrides: Mapping[str, Any],
+    env: Mapping[str, str] = os.environ,
+    config_path: str | Path | None = None,
+) -> tuple[Settings, dict[str, str]]:
+    """The effective settings and, for each name, the layer that set it.
+
+    ``cli_overrides`` maps setting names to flag values; ``None`` means "flag not given".
+    A missing default config file is fine; a missing ``config_path`` given explicitly is
+    an error. Bad values raise ``ValueError`` naming the file or variable, the setting
+    and what it expects.
+    """
+    values: dict[str, Any] = {}
+    sources = dict.fromkeys(NAMES, "default")
+    path = Path(config_path) if config_path is not None else default_config_path(env)
+    if config_path is not None or path.is_file():
+        where = f"config file {path}"
+        for name, value in _read_toml(path).items():
+            if name not in FIELD_TYPES:
+                raise ValueError(f"{where}: {_unknown(name)}")
+            values[name] = _convert(name, value, where, relative_to=path.parent)
+            sources[name] = where
+    for name in NAMES:
+        variable = ENV_PREFIX + name.upper()
+        if variable in env:
+            where = f"environment {variable}"
+            values[name] = _convert(name, env[variable], where)
+            sources[name] = where
+    for name, value in cli_overrides.items():
+        if name not in FIELD_TYPES:
+            raise ValueError(f"command line: {_unknown(name)}")
+        if value is not None:
+            values[name] = _convert(name, value, "command line")
+            sources[name] = "command line"
+    return Settings(**values), sources
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as file:
+            return tomllib.load(file)
+    except FileNotFoundError:
+        raise ValueError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(
+            f"config file {path} is not valid TOML ({error}); "
+            'write one setting per line, e.g. steps = 16 or voice = "en_US-joe-medium"'
+        ) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"config file {path} cannot be read: {error}") from None
+
+
+def _unknown(name: str) -> str:
+    close = difflib.get_close_matches(name, NAMES, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown setting {name!r}; {guess}known settings: {', '.join(NAMES)}"
+
+
+def _convert(name: str, value: Any, where: str, relative_to: Path | None = None) -> Any:
+    """``value`` (text from the environment, or a TOML/flag value) as the field's type."""
+    kind = FIELD_TYPES[name]
+    optional = type(None) in typing.get_args(kind)
+    if optional:
+        kind = next(t for t in typing.get_args(kind) if t is not type(None))
+    text = value.strip() if isinstance(value, str) else None
+    converted: Any = None
+    if optional and text == "":
+        return None
+    if kind is bool:
+        if isinstance(value, bool):
+            converted = value
+        elif text is not None and text.lower() in TRUE_WORDS + FALSE_WORDS:
+            converted = text.lower() in TRUE_WORDS
+    elif kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            converted = value
+        elif text is not None and text.lstrip("+-").isdigit():
+            converted = int(text)
+    elif kind is str:
+        if isinstance(value, str):
+            converted = value
+        elif isinstance(value, int) and not isinstance(value, bool):
+            converted = str(value)  # a device index written as a number
+    elif kind is Path and (isinstance(value, os.PathLike) or text):
+        converted = Path(value).expanduser()
+        if relative_to is not None and not converted.is_absolute():
+            converted = relative_to / converted
+    minimum = MINIMUMS.get(name)
+    if converted is None or (minimum is not None and converted < minimum):
+        expected = _expected(kind, minimum) + (' (or "" for the default)' if optional else "")
+        raise ValueError(f"{where}: {name} must be {expected}, got {value!r}")
+    return converted
+
+
+def _expected(kind: Any, minimum: int | None) -> str:
+    if kind is bool:
+        return "true or false (also yes/no, on/off, 1/0)"
+    if kind is int:
+        return "a whole number" + (f" of at least {minimum}" if minimum is not None else "")
+    if kind is Path:
+        return "a file path"
+    return "text"
