@@ -16,9 +16,13 @@ import calendar
 import dataclasses
 import datetime as dt
 import random
+import re
 import zlib
+from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+
+from engine.normalise import normalise_spoken
 
 HELD_OUT_SHARE = 8  # one item in 8 is kept for evaluation
 
@@ -704,16 +708,16 @@ number picture river mountain forest desert island ocean valley castle bridge to
 street market school teacher student doctor farmer painter singer driver pilot baker
 writer yellow purple silver golden green black white brown happy funny quiet simple
 gentle clever bright little giant rabbit monkey tiger zebra camel horse turtle parrot
-dolphin spider kitten puppy winter summer spring autumn morning evening sunday monday
-friday rocket planet comet galaxy robot engine wheel button candle basket blanket
+dolphin spider kitten puppy winter summer spring autumn morning evening rocket planet
+comet galaxy robot engine wheel button candle basket blanket
 pillow coffee butter cookie bread cheese pizza pepper sugar tomato potato carrot onion
-music guitar piano violin trumpet drum hello thanks please sorry balloon bubble puzzle
+music guitar piano violin trumpet drum balloon bubble puzzle
 riddle jacket pocket mirror ladder hammer needle thread wallet ticket camera laptop
 phone circle square triangle elephant giraffe penguin kangaroo squirrel butterfly
 mosquito library hospital airport station museum theater village mississippi committee
 balloon address success accommodate necessary
 """.split()
-WORDS = sorted(set(WORDS))
+WORDS = sorted(set(WORDS))  # words to spell: never whole tokens (see vocabulary)
 
 
 def _word(rng: random.Random, held_out: bool) -> str:
@@ -784,6 +788,25 @@ def training_items(count: int, seed: int = 0, skills: Collection[str] | None = N
     return [
         with_date(rng.choices(makers, weights)[0](rng, False), rng, False) for _ in range(count)
     ]
+
+
+def vocabulary(sample: int = 20_000, min_count: int = 20) -> list[str]:
+    """The words the tokenizer keeps whole: the corpus's recurring sentence words.
+
+    Words the model must spell or count letters in stay single characters, and so
+    do digits, so the model can copy them and reason over them.
+    """
+    counts: Counter[str] = Counter()
+    for item in training_items(sample, seed=0):
+        user = normalise_spoken(item.question)
+        for text in (user, item.thinking, item.answer, item.context):
+            counts.update(re.findall(r" ?[A-Za-z]{2,}(?:'s)?| ?→", text))
+    spelled = set(WORDS)
+    return sorted(
+        word
+        for word, count in counts.items()
+        if count >= min_count and word.strip().lower().removesuffix("'s") not in spelled
+    )
 
 
 def held_out_set(

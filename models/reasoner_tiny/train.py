@@ -18,18 +18,20 @@ from engine import ChatTemplate, Engine, ModelConfig, SamplerConfig, Tokenizer
 from engine.checkpoints import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE
 from engine.train import Example, TrainConfig, train
 
-from .corpus import training_items
+from .corpus import training_items, vocabulary
 
 HERE = Path(__file__).parent
-SHAPE = dict(d_model=256, n_layers=4, n_heads=4, max_seq_len=320, prompt_sees_reply=False)
+SHAPE = dict(d_model=192, n_layers=4, n_heads=4, max_seq_len=256, prompt_sees_reply=False)
 
 
 def build_engine(seed: int, **shape) -> Engine:
-    """A fresh, untrained reasoner-tiny: byte-level tokens, spoken-question normalisation.
+    """A fresh, untrained reasoner-tiny: the corpus's words as whole tokens, everything
+    else one byte per token, and spoken-question normalisation.
 
     ``shape`` overrides the shipped model's shape (smaller models for quick checks).
     """
-    tokenizer = Tokenizer.byte_level(template=ChatTemplate(normalise_user_text=True))
+    template = ChatTemplate(normalise_user_text=True)
+    tokenizer = Tokenizer.word_level(vocabulary(), template=template)
     config = ModelConfig(vocab_size=tokenizer.vocab_size, **(SHAPE | shape))
     return Engine.random(config, seed=seed, device="auto", tokenizer=tokenizer)
 
@@ -42,10 +44,10 @@ def examples(count: int, seed: int, skills: Collection[str] | None = None) -> li
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="build/reasoner-tiny", help="run folder (resumable)")
-    parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--batch-size", type=int, default=48)
+    parser.add_argument("--steps", type=int, default=5000)
+    parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--examples", type=int, default=200_000, help="corpus size")
+    parser.add_argument("--examples", type=int, default=150_000, help="corpus size")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--minutes", type=float, help="stop (and save) after this long")
     parser.add_argument("--save-every", type=int, default=250)
@@ -58,13 +60,14 @@ def main(argv: list[str] | None = None) -> int:
         steps=args.steps,
         batch_size=args.batch_size,
         lr=args.lr,
-        warmup_steps=300,
+        warmup_steps=200,
         seed=args.seed,
         out_dir=args.out,
         save_every=args.save_every,
         time_limit_s=args.minutes * 60 if args.minutes else None,
         checkpoint_dtype="float16",
         length_buckets=True,
+        full_canvas_share=0.1,
     )
     result = train(engine, examples(args.examples, args.seed), config)
     print(f"step {result.steps}/{args.steps}, {result.tokens / result.seconds:,.0f} tokens/s")

@@ -79,3 +79,39 @@ def test_missing_special_token_is_a_clear_error(tok):
 
     with pytest.raises(ValueError, match=re.escape("no mask token '<|nomask|>'")):
         Tokenizer(tok.hf, SpecialTokens(mask="<|nomask|>"))
+
+
+WORDS = ["Hello", " times", " is", " What", " can", " →"]
+
+
+@pytest.fixture(scope="module")
+def words_tok() -> Tokenizer:
+    return Tokenizer.word_level(WORDS)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Hello! What can I do?", "74 times 85 is 6290.", "sometimes timesx", "4*5 → 20 naïve 😀"],
+)
+def test_word_level_text_round_trips(words_tok, text):
+    assert words_tok.decode(words_tok.encode(text)) == text
+
+
+def test_word_level_keeps_listed_words_whole_and_spells_the_rest(words_tok):
+    pieces = [words_tok.hf.id_to_token(i) for i in words_tok.encode("What can penguins do")]
+    assert pieces[:2] == ["What", "Ġcan"]
+    assert pieces[2:11] == ["Ġ", "p", "e", "n", "g", "u", "i", "n", "s"]
+
+
+def test_word_level_never_matches_inside_a_longer_word(words_tok):
+    for text in ("sometimes", "Whatever", "Helloo", "scan"):
+        assert len(words_tok.encode(text)) == len(text), text
+
+
+def test_word_level_shortens_sentences_and_survives_a_file(words_tok, tmp_path):
+    text = "Hello! What is 17 times 3?"
+    assert len(words_tok.encode(text)) < len(Tokenizer.byte_level().encode(text)) - 8
+    words_tok.save(tmp_path / "tokenizer.json")
+    loaded = Tokenizer.from_file(tmp_path / "tokenizer.json")
+    assert loaded.encode(text) == words_tok.encode(text)
+    assert loaded.end_id == words_tok.end_id and loaded.vocab_size == words_tok.vocab_size

@@ -9,9 +9,11 @@ from engine.normalise import normalise_spoken
 from engine.train import TrainConfig, train
 from models.reasoner_tiny.corpus import (
     SKILLS,
+    WORDS,
     held_out_set,
     is_held_out,
     training_items,
+    vocabulary,
 )
 from models.reasoner_tiny.evaluate import evaluate
 from models.reasoner_tiny.train import build_engine, examples
@@ -57,6 +59,16 @@ def test_the_corpus_is_deterministic_and_answers_are_speakable():
     for item in first:
         assert item.answer.endswith((".", "!", "?")), item
         assert not re.search(r"<\|", item.answer + item.thinking), item
+
+
+def test_words_to_spell_are_never_whole_tokens():
+    """The model must see the letters of every word it may be asked to spell."""
+    engine = build_engine(seed=0, d_model=32, n_layers=1, n_heads=2)
+    whole = {word.strip().lower() for word in vocabulary()}
+    assert whole and not whole & set(WORDS)
+    for word in WORDS:
+        assert len(engine.tokenizer.encode(f" {word}")) == len(word) + 1, word
+    assert len(engine.tokenizer.encode(" times")) == 1  # sentence words are one token
 
 
 def test_reduced_training_beats_the_untrained_model():
