@@ -28,7 +28,8 @@ def path(name: str) -> Path:
     if not (folder / "model.safetensors").is_file():
         raise FileNotFoundError(
             f"the model {name!r} is not built in this installation ({folder} has no weights); "
-            "build it with `python -m models.reasoner_tiny.train --ship`, or pass --model PATH"
+            "train it with `python -m models.reasoner_tiny.train`, ship it with "
+            "`python -m models.reasoner_tiny.ship build/reasoner-tiny`, or pass --model PATH"
         )
     return folder
 

@@ -1,21 +1,19 @@
 """Rebuild reasoner-tiny from scratch: ``python -m models.reasoner_tiny.train``.
 
 Deterministic given ``--seed``; shows a progress bar; resumes from ``--out`` when run
-again, so a long training can be split into runs of ``--minutes`` each. ``--ship``
-copies the finished checkpoint (fp16 weights) into this folder, where
-``Engine.load("bundled")`` finds it.
+again, so a long training can be split into runs of ``--minutes`` each. Ship the
+result with ``python -m models.reasoner_tiny.ship RUN``, which measures it, writes the
+model card and copies it into this folder, where ``Engine.load("bundled")`` finds it.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import shutil
 from collections.abc import Collection
 from pathlib import Path
 
-from engine import ChatTemplate, Engine, ModelConfig, SamplerConfig, Tokenizer
-from engine.checkpoints import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE
+from engine import ChatTemplate, Engine, ModelConfig, Tokenizer
 from engine.train import Example, TrainConfig, train
 
 from .corpus import training_items, vocabulary
@@ -51,7 +49,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--minutes", type=float, help="stop (and save) after this long")
     parser.add_argument("--save-every", type=int, default=250)
-    parser.add_argument("--ship", action="store_true", help="copy the result into models/")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
@@ -71,12 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     result = train(engine, examples(args.examples, args.seed), config)
     print(f"step {result.steps}/{args.steps}, {result.tokens / result.seconds:,.0f} tokens/s")
-    if args.ship:
-        engine.sampler = SamplerConfig(steps=16, max_new_tokens=engine.sampler.max_new_tokens)
-        engine.save(args.out)
-        for name in (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE):
-            shutil.copy(Path(args.out) / name, HERE / name)
-        print(f"shipped to {HERE}")
+    print(f"ship it with: python -m models.reasoner_tiny.ship {args.out}")
     return 0
 
 

@@ -22,9 +22,7 @@ def test_registered_names_resolve_through_entry_points(tmp_path, monkeypatch):
 
 def test_a_model_without_weights_says_how_to_build_it(tmp_path, monkeypatch):
     monkeypatch.setitem(models.SHIPPED, "reasoner-tiny", tmp_path)
-    with pytest.raises(
-        FileNotFoundError, match=r"not built .* models\.reasoner_tiny\.train --ship"
-    ):
+    with pytest.raises(FileNotFoundError, match=r"not built .* models\.reasoner_tiny\.ship"):
         Engine.load("bundled")
 
 
