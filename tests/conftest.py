@@ -1,4 +1,4 @@
-"""Fixtures for the audio tests: real speech, real models, a real virtual sound server.
+"""Shared fixtures: real speech, real models, a real virtual sound server.
 
 Speech is made with espeak-ng (``-v en-us -s 130``) and sox; models are the bundled
 Whisper tiny.en and Piper en_US-joe-medium; devices are PortAudio devices on a PulseAudio
@@ -139,6 +139,19 @@ class PulseServer:
         thread.start()
         return thread
 
+    @contextmanager
+    def feeding_mic(self) -> Iterator[MicFeed]:
+        """Keep the FIFO microphone delivering (silence, or speech given to ``say``).
+
+        The pipe-source delivers nothing while no writer holds the FIFO, and a microphone
+        that delivers nothing for 2 s counts as gone; a conversation needs it open.
+        """
+        feed = MicFeed(self.fifo)
+        try:
+            yield feed
+        finally:
+            feed.close()
+
     def record_speaker(self) -> subprocess.Popen:
         """Start recording the null sink's monitor (16 kHz mono s16le on stdout)."""
         env = {**os.environ, "PULSE_SERVER": self.address}
@@ -156,6 +169,51 @@ class PulseServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=5)
+
+
+class MicFeed:
+    """Writes the FIFO at real-time pace from a thread: queued speech, else silence."""
+
+    def __init__(self, fifo: Path) -> None:
+        self._fifo = fifo
+        self._speech: list[np.ndarray] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._write, daemon=True)
+        self._thread.start()
+
+    def say(self, samples: np.ndarray) -> None:
+        """Queue speech; it starts after what is already queued."""
+        with self._lock:
+            self._speech.append(np.asarray(samples, dtype=np.float32))
+
+    def _next_block(self, size: int) -> np.ndarray:
+        with self._lock:
+            pending = np.concatenate(self._speech) if self._speech else silence(0)
+            block, rest = pending[:size], pending[size:]
+            self._speech = [rest] if rest.size else []
+        return np.pad(block, (0, size - block.size))
+
+    def _write(self) -> None:
+        step = RATE // 50  # 20 ms
+        fd = os.open(self._fifo, os.O_WRONLY)
+        try:
+            start, blocks = time.monotonic(), 0
+            while not self._stop.is_set():
+                block = self._next_block(step)
+                os.write(fd, (np.clip(block, -1, 1) * 32767).astype("<i2").tobytes())
+                blocks += 1
+                delay = start + blocks * step / RATE - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+        except OSError:
+            pass  # the server went away
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
 
 
 def stop_recording(recorder: subprocess.Popen) -> np.ndarray:
@@ -232,3 +290,14 @@ def pulse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulseServer]:
     with running_pulse(tmp_path_factory.mktemp("pulse")) as server:
         refresh_portaudio()
         yield server
+
+
+# ------------------------------------------------------------------ the shipped model
+
+
+@pytest.fixture(scope="session")
+def reasoner():
+    """The shipped reasoning model, loaded once for the whole run."""
+    from engine import Engine
+
+    return Engine.load("bundled", device="cpu")

@@ -7,7 +7,7 @@ import pytest
 
 from audio.resample import resample
 from audio.wavfile import read_wav, write_wav
-from tests.audio.conftest import RATE, digits_in, silence, stop_recording
+from tests.conftest import RATE, digits_in, silence, stop_recording
 from ui.cli import main
 
 

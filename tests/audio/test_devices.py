@@ -16,7 +16,7 @@ from audio.devices import AudioDeviceError, Microphone, Speaker, find_device, li
 from audio.resample import resample
 from audio.streaming import FinalText, StreamingTranscriber
 from audio.vad import SpeechStart
-from tests.audio.conftest import (
+from tests.conftest import (
     RATE,
     digits_in,
     refresh_portaudio,

@@ -11,7 +11,7 @@ from audio.resample import resample
 from audio.streaming import FinalText, PartialText, StreamingTranscriber
 from audio.stt import SttOptions, Transcriber, _loop_period
 from audio.vad import SpeechStart, VadConfig, VoiceActivity
-from tests.audio.conftest import RATE, digits_in, silence
+from tests.conftest import RATE, digits_in, silence
 
 QUESTION = "What is seventeen times three?"
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from audio.vad import SileroVad, SpeechEnd, SpeechStart, VadConfig, VoiceActivity, speech_segments
-from tests.audio.conftest import RATE, silence
+from tests.conftest import RATE, silence
 
 TOLERANCE_S = 0.1
 
