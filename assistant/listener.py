@@ -1,0 +1,185 @@
+"""The ear of a session: a thread that reads microphone frames and runs voice activity.
+
+Only the cheap work happens here (Silero VAD, one frame at a time), so endpoints are
+seen on time even while Whisper or the engine keep the CPU busy; what the VAD decides
+is posted to the session's event loop as small signals. Times are ``perf_counter``
+seconds, mapped from the stream's clock at the moment each frame was read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from audio.devices import AudioDeviceError
+from audio.vad import SAMPLE_RATE, SpeechEnd, SpeechStart, VoiceActivity
+
+
+class FrameSource(Protocol):
+    """Where 16 kHz mono float32 frames come from (``audio.Microphone`` is one)."""
+
+    def read(self) -> np.ndarray: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ListenConfig:
+    """When the ear reports what it hears."""
+
+    speculative_ms: int | None = 200  # silence that starts an answer early; None: never
+    partial_interval_s: float | None = 0.5  # speech between partial transcripts; None: none
+    min_partial_audio_s: float = 0.6
+    level_interval_s: float = 0.1  # how often the loudness is reported
+
+
+@dataclass(frozen=True)
+class Level:
+    rms: float
+    speech_probability: float
+
+
+@dataclass(frozen=True)
+class Began:
+    """Speech confirmed (after the VAD's minimum speech)."""
+
+
+@dataclass(frozen=True)
+class Growing:
+    """The open utterance so far, for a partial transcript."""
+
+    audio: np.ndarray
+
+
+@dataclass(frozen=True)
+class Paused:
+    """The speaker has been silent for ``speculative_ms``: the utterance may be over."""
+
+    audio: np.ndarray
+    silence_began: float  # wall time the silence began
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """Speech came back after a :class:`Paused`: the utterance goes on."""
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The endpoint: the hang-over of silence confirmed the end of the utterance."""
+
+    end: SpeechEnd
+    speech_ended: float  # wall time of the end of speech
+    detected: float  # wall time the endpoint was decided
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The source stopped delivering audio; the ear has stopped."""
+
+    error: Exception
+
+
+Signal = Level | Began | Growing | Paused | Resumed | Ended | Failed
+
+
+class Listener:
+    """Reads ``source`` in a thread and posts :data:`Signal` s to ``inbox`` on ``loop``.
+
+    While :attr:`gated` is set, frames are read and thrown away (the assistant is talking
+    through loudspeakers); when the gate opens, the VAD starts afresh.
+    """
+
+    def __init__(
+        self,
+        source: FrameSource,
+        vad: VoiceActivity,
+        inbox: asyncio.Queue[Signal],
+        loop: asyncio.AbstractEventLoop,
+        config: ListenConfig | None = None,
+    ) -> None:
+        self.source = source
+        self.vad = vad
+        self.config = config or ListenConfig()
+        self.gated = False
+        self._inbox = inbox
+        self._loop = loop
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="quicksilver-ear", daemon=True)
+
+    def start(self) -> None:
+        self.vad.reset()
+        self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop reading; the caller closes the source, which unblocks a pending read."""
+        self._stopping.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    def _post(self, signal: Signal) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._inbox.put_nowait, signal)
+        except RuntimeError:  # the loop is closed: the session is over
+            self._stopping.set()
+
+    def _run(self) -> None:
+        config, vad = self.config, self.vad
+        was_gated = False
+        pause_from: float | None = None  # stream time the current silence began
+        paused = False
+        last_partial = last_level = 0.0
+        while not self._stopping.is_set():
+            try:
+                frame = self.source.read()
+            except AudioDeviceError as error:
+                if not self._stopping.is_set():
+                    self._post(Failed(error))
+                return
+            now = time.perf_counter()
+            if self.gated:
+                was_gated = True
+                continue
+            if was_gated:
+                was_gated, pause_from, paused = False, None, False
+                last_partial = last_level = 0.0
+                vad.reset()
+            for event in vad.process(frame):
+                if isinstance(event, SpeechStart):
+                    last_partial = vad.time_s
+                    self._post(Began())
+                elif isinstance(event, SpeechEnd):
+                    pause_from, paused = None, False
+                    lag = vad.time_s - event.end_s
+                    self._post(Ended(event, speech_ended=now - lag, detected=now))
+            if vad.in_pause:
+                if pause_from is None:
+                    pause_from = vad.time_s - frame.size / SAMPLE_RATE
+                silent_s = vad.time_s - pause_from
+                if (
+                    not paused
+                    and config.speculative_ms is not None
+                    and silent_s * 1000 >= config.speculative_ms
+                ):
+                    paused = True
+                    self._post(Paused(vad.utterance_audio(), silence_began=now - silent_s))
+            elif vad.in_speech:
+                if paused:
+                    self._post(Resumed())
+                pause_from, paused = None, False
+                interval = config.partial_interval_s
+                audio_s = vad.time_s - last_partial
+                if interval is not None and audio_s >= interval:
+                    audio = vad.utterance_audio()
+                    if audio.size >= config.min_partial_audio_s * SAMPLE_RATE:
+                        last_partial = vad.time_s
+                        self._post(Growing(audio))
+            if vad.time_s - last_level >= config.level_interval_s:
+                last_level = vad.time_s
+                rms = float(np.sqrt(np.mean(np.square(frame)))) if frame.size else 0.0
+                self._post(Level(rms, vad.probability))

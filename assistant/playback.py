@@ -1,0 +1,65 @@
+"""What part of a spoken answer the user actually heard, for barge-in.
+
+The speaker counts the seconds of audio it handed to the device; the answer was queued
+as one chunk per sentence with known durations. Laying one over the other gives the
+words that were said (a partly played sentence is cut in proportion to its duration),
+and everything after them was dropped. Those words, not the whole answer, go into the
+conversation's memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from audio.textnorm import normalize_text
+from audio.tts import split_sentences
+
+
+class AudioOutput(Protocol):
+    """Where answers are played (``audio.Speaker`` is one)."""
+
+    sample_rate: int
+
+    def play(self, samples: np.ndarray) -> None: ...
+
+    def stop(self) -> float: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+    @property
+    def played_s(self) -> float: ...
+
+
+def spoken_pieces(text: str) -> list[str]:
+    """The pieces ``audio.Voice.synthesize`` speaks ``text`` as, in order."""
+    return split_sentences(normalize_text(text))
+
+
+@dataclass
+class Playback:
+    """One answer on the speaker: the chunks queued so far and where the speaker stood."""
+
+    text: str
+    start_s: float  # the speaker's ``played_s`` when the first chunk was queued
+    chunks: list[tuple[str, float]] = field(default_factory=list)  # (text, seconds)
+
+    def queued(self, text: str, duration_s: float) -> None:
+        self.chunks.append((text, duration_s))
+
+    def heard(self, played_s: float) -> tuple[str, str]:
+        """``(spoken, dropped)`` words, given the speaker's ``played_s`` at the stop."""
+        left = played_s - self.start_s
+        said: list[str] = []
+        for text, duration in self.chunks:
+            words = text.split()
+            if left >= duration:
+                said += words
+                left -= duration
+                continue
+            said += words[: int(len(words) * max(left, 0.0) / duration)] if duration > 0 else []
+            break
+        every = " ".join(spoken_pieces(self.text)).split()
+        return " ".join(said), " ".join(every[len(said) :])
