@@ -12,6 +12,7 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 
 from assistant.memory import today_context
+from ui.conversation import add_converse_command, add_session_options, run_conversation
 
 
 def _version() -> str:
@@ -443,24 +444,24 @@ def build_parser() -> argparse.ArgumentParser:
         "in a fixed number of parallel denoising steps.",
     )
     parser.add_argument("--version", action="version", version=f"quicksilver {_version()}")
+    add_session_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_engine_commands(sub)
     _add_train_command(sub)
     _add_audio_commands(sub)
     _add_assistant_commands_admin(sub)
+    add_converse_command(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 0
     try:
-        return args.func(args)
+        return args.func(args) if args.command else run_conversation(args)
     except (UserError, ValueError, FileNotFoundError) as error:
-        print(f"quicksilver {args.command}: {error}", file=sys.stderr)
+        name = f"quicksilver {args.command}" if args.command else "quicksilver"
+        print(f"{name}: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

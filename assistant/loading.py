@@ -1,0 +1,59 @@
+"""Loading the models a conversation needs, with one clear message when one cannot load.
+
+A missing checkpoint file, Whisper model, Piper voice or Python package should stop the
+start-up with a sentence that names it and says what to do, not a traceback from deep
+inside PyTorch or onnxruntime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from audio.stt import Transcriber
+from audio.tts import Voice
+from engine import Engine
+
+T = TypeVar("T")
+
+# import name -> what to pip install
+PACKAGES = {
+    "torch": "torch",
+    "tokenizers": "tokenizers",
+    "safetensors": "safetensors",
+    "faster_whisper": "faster-whisper",
+    "ctranslate2": "faster-whisper",
+    "onnxruntime": "onnxruntime",
+    "piper": "piper-tts",
+    "sounddevice": "sounddevice",
+}
+
+
+class StartupError(RuntimeError):
+    """A model or package the conversation needs could not be loaded; one line."""
+
+
+def _load(what: str, load: Callable[[], T]) -> T:
+    try:
+        return load()
+    except ModuleNotFoundError as error:
+        name = (error.name or "").split(".")[0]
+        package = PACKAGES.get(name, name)
+        raise StartupError(
+            f"cannot load {what}: the Python package {package!r} is missing; "
+            f"install it with `pip install {package}`"
+        ) from error
+    except (FileNotFoundError, ValueError, OSError) as error:
+        raise StartupError(f"cannot load {what}: {error}") from error
+
+
+def load_engine(model: str, device: str = "auto") -> Engine:
+    return _load(f"the model {model!r}", lambda: Engine.load(model, device=device))
+
+
+def load_transcriber(model: str) -> Transcriber:
+    return _load(f"the Whisper model {model!r}", lambda: Transcriber(model))
+
+
+def load_voice(voice: str) -> Voice:
+    return _load(f"the Piper voice {voice!r}", lambda: Voice(voice))
