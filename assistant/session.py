@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import AsyncIterable, Callable, Coroutine
+from collections.abc import AsyncIterable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -59,7 +59,7 @@ from assistant.memory import Memory
 from assistant.playback import AudioOutput, Playback
 from assistant.transcript import Source, TranscriptLog, TurnRecord, now_iso
 from audio.stt import Transcriber
-from audio.tts import Voice
+from audio.tts import SpeechChunk, Voice
 from audio.vad import VadConfig, VoiceActivity
 from engine import Answer, DenoiseFrame, Engine
 
@@ -109,8 +109,10 @@ class _Work:
     speculative: bool = False
     confirmed: bool = False  # the endpoint (or the typed line) says this is the question
     cancelled: threading.Event = field(default_factory=threading.Event)
-    pending: list[Denoise] = field(default_factory=list)  # drafts held until confirmed
+    pending: list[Event] = field(default_factory=list)  # held back until confirmed
     answer: Answer | None = None
+    speech: Iterator[SpeechChunk] | None = None  # the answer's audio, sentence by sentence
+    first_chunk: SpeechChunk | None = None  # synthesised before playback may begin
     stage: str = "transcribe"
     playback: Playback | None = None
     recorded: bool = False
@@ -332,7 +334,18 @@ class Session:
             self._publish(event)
         work.pending.clear()
 
+    def _emit(self, work: _Work, event: Event) -> None:
+        """Publish ``work``'s event now if it is the turn's answer, else when confirmed."""
+        if work.cancelled.is_set():
+            return
+        if work.confirmed:
+            self._publish(event)
+        else:
+            work.pending.append(event)
+
     async def _prepare(self, work: _Work) -> Answer | None:
+        """Transcript, answer and its first sentence of audio: all that can be done before
+        the endpoint confirms the question."""
         if work.transcript is None:
             work.transcript = (
                 await asyncio.to_thread(
@@ -348,6 +361,21 @@ class Session:
         messages = self.memory.messages(work.transcript, self.today())
         answer = await asyncio.to_thread(self._denoise, work, messages)
         work.answered = time.perf_counter()
+        if answer is None:
+            return None
+        work.answer = answer
+        engine_ms = round(answer.latency_s * 1000, 1)
+        self._emit(
+            work,
+            AnswerReady(
+                work.turn, answer.text, answer.thinking, answer.steps, answer.forward_passes,
+                engine_ms,
+            ),
+        )  # fmt: skip
+        if self.speaker is not None and answer.text.strip():
+            work.stage = "speech"
+            work.speech = self.voice.synthesize(answer.text)
+            work.first_chunk = await asyncio.to_thread(next, work.speech, None)
         return answer
 
     def _denoise(self, work: _Work, messages: list[dict[str, str]]) -> Answer | None:
@@ -363,15 +391,12 @@ class Session:
         return None
 
     def _draft(self, work: _Work, frame: DenoiseFrame) -> None:
-        if work.cancelled.is_set():
-            return
-        event = Denoise(
-            work.turn, frame.step, frame.total_steps, frame.thinking, frame.text, frame.masked
+        self._emit(
+            work,
+            Denoise(
+                work.turn, frame.step, frame.total_steps, frame.thinking, frame.text, frame.masked
+            ),
         )
-        if work.confirmed:
-            self._publish(event)
-        else:
-            work.pending.append(event)
 
     async def _complete(self, work: _Work) -> None:
         """Wait for the answer, speak it, record the turn; errors become ``Error`` events."""
@@ -393,20 +418,8 @@ class Session:
             self._publish(Listening(work.turn))
 
     async def _answer(self, work: _Work) -> None:
-        work.answer = answer = await work.tasks[0]
-        if answer is None:  # nothing was said (noise), or the work was dropped
+        if await work.tasks[0] is None:  # nothing was said (noise), or the work was dropped
             return
-        work.stage = "speech"
-        self._publish(
-            AnswerReady(
-                work.turn,
-                answer.text,
-                answer.thinking,
-                answer.steps,
-                answer.forward_passes,
-                round(answer.latency_s * 1000, 1),
-            )
-        )
         spoken = await self._speak(work)
         if self._active is work:
             self._active = None  # from here on a new utterance is a new turn, not a barge-in
@@ -415,11 +428,10 @@ class Session:
     async def _speak(self, work: _Work) -> str:
         """Synthesise sentence by sentence and play; returns the words spoken."""
         text = work.answer.text
-        if self.speaker is None or not text.strip():
+        if work.speech is None:  # text only
             return text
-        speaker = self.speaker
-        chunks = self.voice.synthesize(text)
-        while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
+        speaker, chunk = self.speaker, work.first_chunk
+        while chunk is not None:
             work.stage = "speaker"
             if work.playback is None:
                 if self._listener is not None and not self.config.headset:
@@ -432,6 +444,7 @@ class Session:
                 speaker.play(chunk.samples)
             work.playback.queued(chunk.text, chunk.duration_s)
             work.stage = "speech"
+            chunk = await asyncio.to_thread(next, work.speech, None)
         if work.playback is None:
             return ""
         work.stage = "speaker"
