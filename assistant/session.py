@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from assistant.bus import Callback, EventBus, Subscription
+from assistant.config import Settings
 from assistant.events import (
     AnswerReady,
     AudioLevel,
@@ -87,8 +88,7 @@ class SessionConfig:
     listen: ListenConfig = field(default_factory=ListenConfig)
 
     @classmethod
-    def from_settings(cls, settings: Any) -> SessionConfig:
-        """From an :class:`assistant.config.Settings`."""
+    def from_settings(cls, settings: Settings) -> SessionConfig:
         return cls(
             steps=settings.steps,
             headset=settings.headset,
@@ -268,7 +268,6 @@ class Session:
                 self._spawn(self._partial(self._utterance, signal.audio))
         elif isinstance(signal, Paused):
             if self._utterance is not None:
-                self._drop_speculation()
                 work = _Work(self._utterance, "voice", audio=signal.audio, speculative=True)
                 self._speculation = work
                 self._start(work)
@@ -298,7 +297,7 @@ class Session:
 
     def _drop_speculation(self) -> None:
         if self._speculation is not None:
-            log.debug("turn %d: speech resumed, speculative answer dropped", self._speculation.turn)
+            log.debug("turn %d: speculative answer dropped", self._speculation.turn)
             self._speculation.cancel()
             self._speculation = None
 

@@ -161,6 +161,10 @@ class PulseServer:
             stdout=subprocess.PIPE, env=env,
         )  # fmt: skip
 
+    def recording_speaker(self) -> Recording:
+        """Record the null sink's monitor for as long as needed (drained by a thread)."""
+        return Recording(self.record_speaker())
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -214,6 +218,29 @@ class MicFeed:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+
+
+class Recording:
+    """A ``record_speaker`` process whose output a thread keeps reading: a pipe holds
+    only about 2 s of 16 kHz audio, and parec drops what does not fit."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+        self._data = bytearray()
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while block := self.process.stdout.read1(65536):
+            self._data += block
+
+    def stop(self) -> np.ndarray:
+        """Stop recording; everything heard, as float32 at 16 kHz."""
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=10)
+        self._thread.join(timeout=10)
+        data = bytes(self._data[: len(self._data) // 2 * 2])
+        return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768
 
 
 def stop_recording(recorder: subprocess.Popen) -> np.ndarray:
