@@ -1,11 +1,17 @@
-"""``quicksilver`` with no command: the faults a new user meets first get one clear line."""
+"""``quicksilver`` with no command: typed and spoken conversations, and the faults a new
+user meets first, each told in one clear line."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
+import numpy as np
+
+from assistant.transcript import TranscriptLog
 from tests.assistant.conftest import REPO, clean_env, quicksilver
+from tests.conftest import silence
 
 
 def no_sound_env(tmp_path) -> dict[str, str]:
@@ -48,3 +54,34 @@ def test_typed_questions_are_answered_without_any_sound_device(reasoner, tmp_pat
     assert any(line.startswith("quicksilver: ") for line in lines)
     assert any("engine" in line and "8 steps" in line for line in lines)
     assert "no speaker" in result.stderr
+
+
+def test_quicksilver_no_ui_converses_and_stops_on_ctrl_c(pulse, espeak, reasoner, tmp_path):
+    env = clean_env(XDG_CONFIG_HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path / "data"))
+    env["PULSE_SERVER"] = pulse.address
+    with pulse.feeding_mic() as feed:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ui.cli", "--no-ui", "--input-device", "pulse",
+             "--output-device", "pulse"],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            lines = []
+            while not any(line.startswith("  [") for line in lines):  # the turn's figures
+                line = process.stdout.readline()
+                assert line, f"quicksilver ended early: {process.stderr.read()}"
+                lines.append(line)
+                if line.startswith("Listening"):
+                    feed.say(np.concatenate([silence(0.3), espeak("Hello.")]))
+            process.send_signal(signal.SIGINT)
+            _, stderr = process.communicate(timeout=20)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert any(line.lower().startswith("you: hello") for line in lines), lines
+    assert any(line.startswith("quicksilver: ") for line in lines), lines
+    assert "ms voice-to-voice" in lines[-1]
+    records, _ = TranscriptLog(tmp_path / "data" / "quicksilver" / "history.jsonl").read_recent(5)
+    assert [r.source for r in records] == ["voice"]
