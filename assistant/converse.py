@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from assistant.memory import Memory
+from assistant.session import engine_memory
 from audio.stt import Transcriber
 from audio.tts import Voice
 from audio.vad import SpeechEnd, VadConfig, VoiceActivity
@@ -102,7 +103,7 @@ def converse(
     if not transcript:
         raise ValueError("Whisper heard no words in the recording: say the question clearly")
 
-    memory = memory or Memory(lambda text: len(engine.tokenizer.encode(text)))
+    memory = memory or engine_memory(engine)
     answer = engine.answer(memory.messages(transcript, today()), steps=steps)
 
     mark = time.perf_counter()

@@ -63,6 +63,7 @@ from audio.stt import Transcriber
 from audio.tts import SpeechChunk, Voice
 from audio.vad import VadConfig, VoiceActivity
 from engine import Answer, DenoiseFrame, Engine
+from engine.normalise import normalise_spoken
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,26 @@ class SessionConfig:
             vad=VadConfig(hangover_ms=settings.hangover_ms),
             listen=ListenConfig(speculative_ms=settings.speculative_ms or None),
         )
+
+
+def engine_memory(engine: Engine, context_tokens: int | None = None, max_turns: int = 8) -> Memory:
+    """A memory whose prompts always leave room for the engine's reply canvas.
+
+    Each message counts as its text, raw or normalised as a spoken question (whichever is
+    longer), plus the markup of a whole one-message prompt: a few tokens too many, so the
+    prompt plus ``max_new_tokens`` never exceeds the model's context.
+    """
+    tokenizer = engine.tokenizer
+    markup = len(tokenizer.prompt_ids("x")) - len(tokenizer.encode("x"))
+
+    def count(text: str) -> int:
+        if not text.strip():
+            return 0
+        return markup + max(len(tokenizer.encode(t)) for t in (text, normalise_spoken(text)))
+
+    fits = engine.model.config.max_seq_len - engine.sampler.max_new_tokens
+    budget = fits if context_tokens is None else min(context_tokens, fits)
+    return Memory(count, budget, max_turns)
 
 
 @dataclass(eq=False)
@@ -171,7 +192,7 @@ class Session:
         self.transcriber = transcriber
         self.voice = voice
         self.speaker = speaker if voice is not None else None
-        self.memory = memory or Memory(lambda text: len(engine.tokenizer.encode(text)))
+        self.memory = memory or engine_memory(engine)
         self.log = log
         self.config = config or SessionConfig()
         self.today = today

@@ -210,8 +210,7 @@ def _fail(message: str) -> int:
 def run_conversation(args: argparse.Namespace) -> int:
     """``quicksilver [--no-ui] [--text]``: the conversation loop, until Ctrl-C or Ctrl-D."""
     from assistant.loading import StartupError, load_engine, load_transcriber, load_voice
-    from assistant.memory import Memory
-    from assistant.session import Session, SessionConfig
+    from assistant.session import Session, SessionConfig, engine_memory
     from assistant.transcript import TranscriptLog
     from audio.devices import AudioDeviceError, Microphone, Speaker, find_device
 
@@ -242,11 +241,7 @@ def run_conversation(args: argparse.Namespace) -> int:
             speaker = Speaker(settings.output_device, sample_rate=voice.sample_rate)
         except AudioDeviceError as error:
             return _fail(f"{error}; or answer in text only with --mute")
-    memory = Memory(
-        lambda text: len(engine.tokenizer.encode(text)),
-        settings.context_tokens,
-        settings.max_turns,
-    )
+    memory = engine_memory(engine, settings.context_tokens, settings.max_turns)
     session = Session(
         engine,
         transcriber=transcriber,
@@ -284,7 +279,7 @@ def cmd_converse(args: argparse.Namespace) -> int:
     """One voice turn from a WAV file: VAD, Whisper, the engine, Piper."""
     from assistant.converse import converse
     from assistant.loading import StartupError, load_engine, load_transcriber, load_voice
-    from assistant.memory import Memory
+    from assistant.session import engine_memory
     from assistant.transcript import TranscriptLog, TurnRecord
     from audio.wavfile import read_wav
 
@@ -296,7 +291,7 @@ def cmd_converse(args: argparse.Namespace) -> int:
         voice = load_voice(settings.voice)
     except StartupError as error:
         return _fail(str(error))
-    memory = Memory(lambda text: len(engine.tokenizer.encode(text)), settings.context_tokens)
+    memory = engine_memory(engine, settings.context_tokens)
     result = converse(
         samples,
         engine,

@@ -85,6 +85,24 @@ async def test_a_failing_stage_is_reported_and_the_conversation_goes_on(reasoner
     assert recorder.types()[-1] == "Listening"
 
 
+@pytest.mark.asyncio
+async def test_a_long_conversation_always_fits_the_model_context(reasoner):
+    """History fills the prompt up to what leaves room for the reply canvas, never more."""
+    questions = [
+        "what is seventeen times three", "hello there how are you doing today",
+        "what is twelve plus nine", "how do you spell apple", "which is bigger seven or twelve",
+        "what is fifty minus eight", "thank you very much", "who are you", "what can you do",
+        "what is forty divided by five", "how many centimeters are in two meters",
+    ]  # fmt: skip
+    session = Session(reasoner, config=SessionConfig(steps=4))
+    recorder = Recorder()
+    session.add_callback(recorder)
+    await session.run_text(typed(questions))
+    assert recorder.of(Error) == []
+    assert len(recorder.of(AnswerReady)) == len(questions)
+    assert len(session.memory.exchanges) > 1
+
+
 def wait_for_lines(path: Path, count: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
