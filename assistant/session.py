@@ -203,7 +203,7 @@ class Session:
         self._utterance: int | None = None  # turn of the utterance being spoken
         self._speculation: _Work | None = None  # started at a pause, not yet confirmed
         self._active: _Work | None = None  # confirmed, being answered or spoken
-        self._partial_running = False
+        self._whisper_calls = 0  # transcriptions running (Whisper serves them one by one)
         self._background: set[asyncio.Task] = set()
 
     # ------------------------------------------------------------------ consumers
@@ -285,7 +285,7 @@ class Session:
             self._utterance = self.turn
             self._publish(SpeechStarted(self.turn))
         elif isinstance(signal, Growing):
-            if self._utterance is not None and not self._partial_running:
+            if self._utterance is not None and not self._whisper_calls:
                 self._spawn(self._partial(self._utterance, signal.audio))
         elif isinstance(signal, Paused):
             if self._utterance is not None:
@@ -305,14 +305,21 @@ class Session:
             self._confirm(work)
             work.tasks.append(self._spawn(self._complete(work)))
 
-    async def _partial(self, turn: int, audio: np.ndarray) -> None:
-        self._partial_running = True
+    async def _transcribe(self, audio: np.ndarray) -> str:
+        self._whisper_calls += 1
         try:
             text = await asyncio.to_thread(self.transcriber.transcribe, audio, speech_checked=True)
-        except Exception:  # a partial is a preview; the final transcript reports failures
-            return
         finally:
-            self._partial_running = False
+            self._whisper_calls -= 1
+        return text.strip()
+
+    async def _partial(self, turn: int, audio: np.ndarray) -> None:
+        """A preview, only when Whisper is idle: a final transcript must never queue behind
+        more than the one call already running."""
+        try:
+            text = await self._transcribe(audio)
+        except Exception:  # the final transcript reports failures
+            return
         if text and self._utterance == turn and self._speculation is None:
             self._publish(PartialTranscript(turn, text))
 
@@ -367,11 +374,7 @@ class Session:
         """Transcript, answer and its first sentence of audio: all that can be done before
         the endpoint confirms the question."""
         if work.transcript is None:
-            work.transcript = (
-                await asyncio.to_thread(
-                    self.transcriber.transcribe, work.audio, speech_checked=True
-                )
-            ).strip()
+            work.transcript = await self._transcribe(work.audio)
             work.transcribed = time.perf_counter()
             if work.confirmed:
                 self._publish(FinalTranscript(work.turn, work.transcript))
