@@ -16,6 +16,11 @@ Options, all in :class:`SamplerConfig`:
   finish early; the quota above still guarantees it never takes more passes;
 * stop_at_end: once an end token is committed, everything after it is padding and is
   filled at once, which can only end the answer sooner;
+* padding_threshold: after each pass, the run of positions at the canvas's tail that
+  the model predicts as end padding with at least this probability is committed at
+  once, outside the step quota. A canvas sized for the longest reply is mostly padding
+  for a short one; without this, the confident padding takes the early steps and the
+  answer's own tokens are squeezed into the last few;
 * prompt_cache: reuse the prompt's keys/values across steps. ``"exact"`` does so only
   when the model's prompt cannot see the reply (then it is lossless); ``"approximate"``
   also does it for fully bidirectional models and keeps everything before the current
@@ -49,6 +54,7 @@ class SamplerConfig:
     temperature: float = 0.0
     threshold: float | None = None
     stop_at_end: bool = False
+    padding_threshold: float | None = None
     prompt_cache: PromptCache = "exact"
     seed: int = 0
 
@@ -67,6 +73,8 @@ class SamplerConfig:
             raise ValueError(f"temperature must be 0 (greedy) or more, got {self.temperature}")
         if self.threshold is not None and not 0.0 < self.threshold <= 1.0:
             raise ValueError(f"threshold must lie in (0, 1], got {self.threshold}")
+        if self.padding_threshold is not None and not 0.0 < self.padding_threshold <= 1.0:
+            raise ValueError(f"padding_threshold must lie in (0, 1], got {self.padding_threshold}")
         if self.prompt_cache not in ("exact", "approximate", "off"):
             raise ValueError(
                 f"prompt_cache must be 'exact', 'approximate' or 'off', got {self.prompt_cache!r}"
@@ -156,16 +164,23 @@ def denoise(
                 valid_prefix = prompt_len
             elif cache_mode == "approximate":
                 valid_prefix = prompt_len + block_start
-            quota = math.ceil(left / (budget - steps_done))
-            committed = _commit(
-                block_logits,
-                canvas[block_start:block_end],
-                masked[block_start:block_end],
-                quota,
-                config,
-                mask_id,
-                generator,
-            )
+            committed = 0
+            if config.padding_threshold is not None and block_end == length:
+                committed += _settle_padding(
+                    block_logits, canvas[block_start:], masked[block_start:], end_id, config
+                )
+                left -= committed
+            if left > 0:
+                quota = math.ceil(left / (budget - steps_done))
+                committed += _commit(
+                    block_logits,
+                    canvas[block_start:block_end],
+                    masked[block_start:block_end],
+                    quota,
+                    config,
+                    mask_id,
+                    generator,
+                )
             if config.stop_at_end:
                 committed += _fill_after_end(canvas, masked, end_id)
             yield DenoiseState(step, total, canvas, masked, committed)
@@ -219,6 +234,22 @@ def _confidence(logits: Tensor, prediction: Tensor, kind: Confidence) -> Tensor:
         top2 = probs.topk(2, dim=-1).values
         return top2[:, 0] - top2[:, 1]
     return (probs * torch.log(probs.clamp_min(1e-12))).sum(-1)  # negative entropy
+
+
+def _settle_padding(
+    logits: Tensor, canvas: Tensor, masked: Tensor, end_id: int, config: SamplerConfig
+) -> int:
+    """Commit the tail run of positions predicted as end padding (see the module doc)."""
+    sure = logits.float().softmax(-1)[:, end_id] >= config.padding_threshold
+    padding = sure | (~masked & (canvas == end_id))
+    not_padding = (~padding).nonzero()
+    first = int(not_padding[-1]) + 1 if not_padding.numel() else 0
+    tail = masked.clone()
+    tail[:first] = False
+    count = int(tail.sum())
+    canvas[tail] = end_id
+    masked[tail] = False
+    return count
 
 
 def _fill_after_end(canvas: Tensor, masked: Tensor, end_id: int) -> int:

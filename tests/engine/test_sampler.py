@@ -171,6 +171,29 @@ def test_stop_at_end_finishes_early_with_the_same_answer(trained_engine):
     assert sum(passes) < 16 * len(MEMORISED)
 
 
+def test_padding_threshold_settles_the_tail_at_once_and_keeps_the_answer(trained_engine):
+    """One step per canvas position: plain decoding commits one token per pass; with
+    the option the padding after each short reply goes at once, outside the quota."""
+    end, length = trained_engine.tokenizer.end_id, MEMORISED_REPLY_TOKENS
+    for example in MEMORISED:
+        plain = list(trained_engine.stream(example.conversation, steps=length))
+        settled = list(
+            trained_engine.stream(example.conversation, steps=length, padding_threshold=0.9)
+        )
+        assert [frame.committed for frame in plain] == [1] * length
+        answer = settled[-1].answer
+        padding = length - answer.tokens.index(end)
+        assert settled[0].committed >= padding > 1
+        assert answer.forward_passes <= length - padding + 1
+        assert (answer.thinking, answer.text) == (example.thinking, example.answer)
+        assert set(answer.tokens[length - padding :]) == {end}
+
+
+def test_padding_threshold_is_checked():
+    with pytest.raises(ValueError, match="padding_threshold"):
+        SamplerConfig(padding_threshold=1.5)
+
+
 def test_exact_prompt_cache_runs_only_the_canvas_and_changes_nothing(trained_engine, count_passes):
     counter = count_passes(trained_engine)
     example = MEMORISED[0]
