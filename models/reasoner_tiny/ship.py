@@ -24,9 +24,13 @@ HERE = Path(__file__).parent
 CARD = "MODEL_CARD.md"
 VALIDATION_SEED = 7  # held-out items for choosing the sampler; the report uses the default seed
 CANDIDATES = {  # sampler options tried on the validation items
-    "whole canvas, probability": {},
-    "whole canvas, margin": {"confidence": "margin"},
-    "blocks of 32, probability": {"block_length": 32},
+    "plain": {},
+    "padding settled at p 0.9": {"padding_threshold": 0.9},
+    "padding settled at p 0.9, margin confidence": {
+        "padding_threshold": 0.9,
+        "confidence": "margin",
+    },
+    "padding settled at p 0.9, blocks of 32": {"padding_threshold": 0.9, "block_length": 32},
 }
 
 
