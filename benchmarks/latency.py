@@ -8,7 +8,8 @@ the output, which plays in real time like a speaker. The same questions run with
 speculative start (transcription and denoising begin after 200 ms of silence) and
 without it (they begin at the 500 ms endpoint), side by side in one run.
 
-    python -m benchmarks.latency [--steps 16] [--repeats 1]   (from the repository root)
+    python -m benchmarks.latency [--steps 16] [--repeats 1] [--questions 12] [--verbose]
+    (from the repository root)
 """
 
 from __future__ import annotations
