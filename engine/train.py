@@ -89,7 +89,6 @@ class TrainConfig:
     progress: bool = True  # tqdm progress bar
     checkpoint_dtype: str | None = None  # e.g. "float16" to shrink saved weights
     length_buckets: bool = False  # batch replies of similar length (see EncodedData.sample)
-    full_canvas_share: float = 0.25  # bucketed batches that still keep the whole canvas
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1:
@@ -148,19 +147,16 @@ class EncodedData:
         return cls(tokens, prompt_lens, reply_length, lengths, lengths.argsort(stable=True))
 
     def sample(
-        self,
-        batch_size: int,
-        generator: torch.Generator,
-        bucketed: bool,
-        full_canvas_share: float = 0.25,
+        self, batch_size: int, generator: torch.Generator, bucketed: bool
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """A batch of rows with their prompt lengths.
 
         Plain batches are cut to their longest prompt + ``reply_length``: every reply
-        gets the full canvas. Bucketed batches take rows of similar length and mostly
-        cut them just past their longest row (plus up to 16 positions of padding),
-        which saves the compute that padding would take; a ``full_canvas_share`` of
-        them keep the full canvas so the model still learns to pad it.
+        gets the full canvas. Bucketed batches take rows of similar length and cut them
+        anywhere between just past their longest row and the full canvas, uniformly,
+        which saves half the compute that padding would take. The width must not tell
+        the reply's length: a model that saw short replies only in narrow canvases
+        writes garbage into the full canvas it gets at inference.
         """
         if not bucketed:
             rows = torch.randint(len(self.tokens), (batch_size,), generator=generator)
@@ -171,11 +167,8 @@ class EncodedData:
         pick = torch.randperm(window, generator=generator)[:batch_size]
         rows = self.by_length[first + pick]
         full = int(self.prompt_lens[rows].max()) + self.reply_length
-        if float(torch.rand(1, generator=generator)) < full_canvas_share:
-            width = full
-        else:
-            extra = int(torch.randint(17, (1,), generator=generator))
-            width = min(full, int(self.lengths[rows].max()) + extra)
+        shortest = int(self.lengths[rows].max())
+        width = int(torch.randint(shortest, full + 1, (1,), generator=generator))
         return self.tokens[rows, :width], self.prompt_lens[rows]
 
 
@@ -239,9 +232,7 @@ def train(engine: Engine, examples: Sequence[Example], config: TrainConfig) -> T
     try:
         for step in bar:
             generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
-            tokens, prompt_lens = data.sample(
-                config.batch_size, generator, config.length_buckets, config.full_canvas_share
-            )
+            tokens, prompt_lens = data.sample(config.batch_size, generator, config.length_buckets)
             noise = torch.Generator(device=device).manual_seed(config.seed * 1_000_003 + step)
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(config, step)

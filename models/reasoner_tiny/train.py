@@ -64,7 +64,6 @@ def main(argv: list[str] | None = None) -> int:
         time_limit_s=args.minutes * 60 if args.minutes else None,
         checkpoint_dtype="float16",
         length_buckets=True,
-        full_canvas_share=0.1,
     )
     result = train(engine, examples(args.examples, args.seed), config)
     print(f"step {result.steps}/{args.steps}, {result.tokens / result.seconds:,.0f} tokens/s")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from engine import Engine
-from engine.train import Example, TrainConfig, train
+from engine.train import EncodedData, Example, TrainConfig, train
 
 from .conftest import MEMORISED, MEMORISED_REPLY_TOKENS, tiny_config
 
@@ -98,3 +98,21 @@ def test_no_examples_is_refused():
     engine = Engine.random(tiny_config(), seed=0)
     with pytest.raises(ValueError, match="no training examples"):
         train(engine, [], TrainConfig(steps=1))
+
+
+def test_bucketed_batches_hide_the_reply_length_in_their_width():
+    """Short replies must also meet the full canvas, or the model learns the length
+    from the width and writes garbage into the full canvas it is given at inference."""
+    engine = Engine.random(tiny_config(max_seq_len=128), seed=0)
+    short = [Example(f"q{i}", "ok", "") for i in range(256)]
+    long = [Example(f"q{i}", "a much longer answer " * 3, "") for i in range(64)]
+    data = EncodedData.build(engine, short + long, reply_length=80)
+    widths = {"short": [], "long": []}
+    for step in range(200):
+        generator = torch.Generator().manual_seed(step)
+        tokens, prompt_lens = data.sample(16, generator, bucketed=True)
+        kind = "short" if int((tokens != engine.tokenizer.end_id).sum(1).max()) < 20 else "long"
+        widths[kind].append(tokens.shape[1] - int(prompt_lens.max()))
+    assert min(widths["short"]) < 10 and max(widths["short"]) > 70
+    assert any(30 <= width <= 60 for width in widths["short"])  # any width, not two modes
+    assert min(widths["long"]) >= 60 and max(widths["long"]) > 70
