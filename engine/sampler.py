@@ -20,7 +20,9 @@ Options, all in :class:`SamplerConfig`:
   the model predicts as end padding with at least this probability is committed at
   once, outside the step quota. A canvas sized for the longest reply is mostly padding
   for a short one; without this, the confident padding takes the early steps and the
-  answer's own tokens are squeezed into the last few;
+  answer's own tokens are squeezed into the last few. Later passes then run only up to
+  the first padding token, which makes short answers cheaper (for models trained on
+  canvases of any width, as ``engine.train``'s bucketed batches are);
 * prompt_cache: reuse the prompt's keys/values across steps. ``"exact"`` does so only
   when the model's prompt cannot see the reply (then it is lossless); ``"approximate"``
   also does it for fully bidirectional models and keeps everything before the current
@@ -143,6 +145,7 @@ def denoise(
 
     budgets = config.step_budgets()
     total, step = sum(budgets), 0
+    stop = length  # canvas positions still run through the model
     for (block_start, block_end), budget in zip(config.blocks, budgets, strict=True):
         if cache_mode == "approximate":
             valid_prefix = 0  # recompute the prefix once at the start of each block
@@ -150,10 +153,10 @@ def denoise(
             left = int(masked[block_start:block_end].sum())
             if left == 0:
                 break
-            start = valid_prefix
-            block = slice(prompt_len - start + block_start, prompt_len - start + block_end)
+            start, end = valid_prefix, min(block_end, stop)
+            block = slice(prompt_len - start + block_start, prompt_len - start + end)
             block_logits = model(
-                sequence[:, start:],
+                sequence[:, start : prompt_len + stop],
                 start=start,
                 prompt_len=prompt_len,
                 cache=cache,
@@ -167,15 +170,16 @@ def denoise(
             committed = 0
             if config.padding_threshold is not None and block_end == length:
                 committed += _settle_padding(
-                    block_logits, canvas[block_start:], masked[block_start:], end_id, config
+                    block_logits, canvas[block_start:end], masked[block_start:end], end_id, config
                 )
                 left -= committed
+                stop = min(stop, _padding_start(canvas, masked, end_id) + 1)
             if left > 0:
                 quota = math.ceil(left / (budget - steps_done))
                 committed += _commit(
                     block_logits,
-                    canvas[block_start:block_end],
-                    masked[block_start:block_end],
+                    canvas[block_start:end],
+                    masked[block_start:end],
                     quota,
                     config,
                     mask_id,
@@ -250,6 +254,13 @@ def _settle_padding(
     canvas[tail] = end_id
     masked[tail] = False
     return count
+
+
+def _padding_start(canvas: Tensor, masked: Tensor, end_id: int) -> int:
+    """Where the committed run of end padding at the canvas's tail begins."""
+    padding = ~masked & (canvas == end_id)
+    other = (~padding).nonzero()
+    return int(other[-1]) + 1 if other.numel() else 0
 
 
 def _fill_after_end(canvas: Tensor, masked: Tensor, end_id: int) -> int:

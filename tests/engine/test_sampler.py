@@ -189,6 +189,20 @@ def test_padding_threshold_settles_the_tail_at_once_and_keeps_the_answer(trained
         assert set(answer.tokens[length - padding :]) == {end}
 
 
+def test_settled_padding_is_cut_from_later_passes(trained_engine, count_passes):
+    counter = count_passes(trained_engine)
+    example = MEMORISED[1]  # "hello": the shortest reply
+    length = MEMORISED_REPLY_TOKENS
+    answer = trained_engine.answer(
+        example.conversation, steps=length, max_new_tokens=length, padding_threshold=0.9
+    )
+    reply = answer.tokens.index(trained_engine.tokenizer.end_id) + 1
+    first, *later = counter.query_lengths
+    assert first == answer.prompt_tokens + length
+    assert later and max(later) <= reply
+    assert answer.text == example.answer
+
+
 def test_padding_threshold_is_checked():
     with pytest.raises(ValueError, match="padding_threshold"):
         SamplerConfig(padding_threshold=1.5)
