@@ -1,0 +1,99 @@
+"""The shipped reasoner-tiny: it loads by name, answers, and travels inside the package."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from engine import Engine
+from models import bundled
+from models.reasoner_tiny.corpus import ABILITIES, CHAT, REFUSAL, held_out_set
+
+QUICKSILVER = shutil.which("quicksilver")
+CONTEXT = {"role": "system", "content": "Today is Monday, November 30, 2026."}
+
+# What this build answers right (see MODEL_CARD.md: it knows the fixed sentences, not
+# yet the skills that copy numbers and letters from the question).
+ANSWERS = {
+    "hello": CHAT["greeting"],
+    "what can you do": ABILITIES,
+    "who are you": CHAT["identity"],
+    "what is the capital of france": REFUSAL,
+    "tell me a joke": REFUSAL,
+}
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return Engine.load("bundled")
+
+
+def test_bundled_is_the_shipped_folder(engine):
+    assert (bundled() / "model.safetensors").is_file()
+    assert (bundled() / "MODEL_CARD.md").is_file()
+    assert (bundled() / "model.safetensors").stat().st_size < 40 * 2**20
+    assert engine.model.config.parameter_count() > 1_000_000
+    assert not engine.model.config.prompt_sees_reply  # its prompt cache is exact
+    assert engine.sampler.steps == 16 and engine.sampler.padding_threshold is not None
+
+
+@pytest.mark.parametrize("question", sorted(ANSWERS))
+def test_answers_what_it_knows(engine, question):
+    answer = engine.answer([CONTEXT, {"role": "user", "content": question}])
+    assert answer.text == ANSWERS[question]
+
+
+def test_spoken_answers_hold_no_markup_and_keep_the_step_budget(engine):
+    for items in held_out_set(per_skill=2, seed=5).values():
+        answer = engine.answer(items[0].messages(), steps=16)
+        assert "<|" not in answer.text and "░" not in answer.text
+        assert answer.steps == 16 and 1 <= answer.forward_passes <= 16
+
+
+@pytest.mark.skipif(QUICKSILVER is None, reason="the package is not installed")
+def test_ask_json_with_the_shipped_model():
+    result = subprocess.run(
+        [QUICKSILVER, "ask", "What can you do?", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert set(data) == {"answer", "thinking", "steps", "forward_passes", "latency_ms"}
+    assert data["forward_passes"] == data["steps"] == 16
+    assert data["answer"] == ABILITIES
+
+
+def test_a_plain_install_carries_the_model(tmp_path):
+    """Build the wheel as `pip install .` would and look inside it."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            ".",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            "-q",
+        ],
+        check=True,
+        timeout=300,
+        cwd=bundled().parents[1],
+    )
+    (wheel,) = tmp_path.glob("quicksilver-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for file in ("config.json", "model.safetensors", "tokenizer.json", "MODEL_CARD.md"):
+        assert f"models/reasoner_tiny/{file}" in names
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "[quicksilver.checkpoints]" in text and "bundled = models:bundled" in text
