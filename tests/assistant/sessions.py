@@ -21,9 +21,9 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "what can you do": ("arithmetic", "spell", "convert", "date"),
     "what is seventeen times three": ("51",),
 }
-# Questions the shipped model does not answer right yet (it is still in training): for
-# these any reply will do. Empty this set when the final model lands.
-NOT_YET = {"thank you", "what can you do", "what is seventeen times three"}
+# Questions the shipped model does not answer right yet (see its MODEL_CARD.md: this build
+# has not learned arithmetic): for these any reply will do.
+NOT_YET = {"what is seventeen times three"}
 LONG_ANSWER_QUESTION = "what can you do"  # its answer takes seconds to speak: for barge-in
 _BY_QUESTION = {normalise_spoken(q): words for q, words in EXPECTED.items()}
 _NOT_YET = {normalise_spoken(q) for q in NOT_YET}
