@@ -100,7 +100,8 @@ async def test_a_spoken_question_is_answered_aloud(
         "Listening",
     ]
     assert recorder.of(FinalTranscript)[0].text.lower().startswith("hello")
-    assert [d.step for d in recorder.of(Denoise, 1)] == list(range(1, 17))
+    steps = [d.step for d in recorder.of(Denoise, 1)]
+    assert steps == list(range(1, len(steps) + 1)) and 1 < len(steps) <= 16
     metrics = recorder.of(TurnMetrics)[0]
     assert metrics.speculative, "the answer was started at the first pause"
     assert 400 <= metrics.endpoint_ms <= 900, metrics
@@ -130,7 +131,8 @@ async def test_speech_resuming_after_a_pause_drops_the_early_start(
     assert "speculative answer dropped" in caplog.text
     (final,) = recorder.of(FinalTranscript)
     assert {"17", "3"} <= digits_in(final.text), final.text
-    assert [d.step for d in recorder.of(Denoise)] == list(range(1, 17))
+    steps = [d.step for d in recorder.of(Denoise)]  # only the confirmed answer's drafts
+    assert steps == list(range(1, len(steps) + 1)) and 1 < len(steps) <= 16
     assert len(recorder.of(AnswerReady)) == 1
 
 

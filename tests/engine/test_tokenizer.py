@@ -98,9 +98,9 @@ def test_word_level_text_round_trips(words_tok, text):
 
 
 def test_word_level_keeps_listed_words_whole_and_spells_the_rest(words_tok):
-    pieces = [words_tok.hf.id_to_token(i) for i in words_tok.encode("What can penguins do")]
-    assert pieces[:2] == ["What", "Ġcan"]
-    assert pieces[2:11] == ["Ġ", "p", "e", "n", "g", "u", "i", "n", "s"]
+    pieces = [words_tok.hf.id_to_token(i) for i in words_tok.encode("Hello What can penguins")]
+    assert pieces[:3] == ["Hello", "ĠWhat", "Ġcan"]
+    assert pieces[3:] == ["Ġ", "p", "e", "n", "g", "u", "i", "n", "s"]
 
 
 def test_word_level_never_matches_inside_a_longer_word(words_tok):
