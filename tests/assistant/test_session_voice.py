@@ -177,10 +177,13 @@ async def test_barge_in_stops_playback_and_logs_the_turn_as_interrupted(
     def at(event) -> int:
         return int(onset + (recorder.time_of(event) - recorder.time_of(started)) * RATE)
 
+    # The window ends 600 ms after the stop: the barge-in question has barely ended then,
+    # so no new answer can sound yet (event times map onto the recording only roughly).
     answered_again = (recorder.of(SpeakingStarted, 2) or recorder.of(TurnMetrics, 2))[0]
     assert np.abs(heard[int(onset) : at(interrupted)]).max() > 5 * LOUD
-    after_stop = heard[at(interrupted) + int(0.2 * RATE) : at(answered_again)]
-    assert after_stop.size > 0.5 * RATE
+    stop = at(interrupted)
+    after_stop = heard[stop + int(0.2 * RATE) : min(at(answered_again), stop + int(0.6 * RATE))]
+    assert after_stop.size > 0.3 * RATE
     assert np.abs(after_stop).max() < LOUD, np.argmax(np.abs(after_stop) > LOUD) / RATE
 
     full = " ".join(spoken_pieces(started.text))
