@@ -245,32 +245,38 @@ def _settle_padding(
 ) -> int:
     """Commit the tail run of positions predicted as end padding (see the module doc)."""
     sure = logits.float().softmax(-1)[:, end_id] >= config.padding_threshold
-    padding = sure | (~masked & (canvas == end_id))
-    not_padding = (~padding).nonzero()
-    first = int(not_padding[-1]) + 1 if not_padding.numel() else 0
-    tail = masked.clone()
-    tail[:first] = False
-    count = int(tail.sum())
-    canvas[tail] = end_id
-    masked[tail] = False
-    return count
+    return _pad_from(
+        canvas, masked, _tail_start(sure | _committed_ends(canvas, masked, end_id)), end_id
+    )
 
 
 def _padding_start(canvas: Tensor, masked: Tensor, end_id: int) -> int:
     """Where the committed run of end padding at the canvas's tail begins."""
-    padding = ~masked & (canvas == end_id)
-    other = (~padding).nonzero()
-    return int(other[-1]) + 1 if other.numel() else 0
+    return _tail_start(_committed_ends(canvas, masked, end_id))
 
 
 def _fill_after_end(canvas: Tensor, masked: Tensor, end_id: int) -> int:
     """Commit every masked position after the first committed end token as padding."""
-    ends = ((canvas == end_id) & ~masked).nonzero()
+    ends = _committed_ends(canvas, masked, end_id).nonzero()
     if ends.numel() == 0:
         return 0
+    return _pad_from(canvas, masked, int(ends[0]) + 1, end_id)
+
+
+def _committed_ends(canvas: Tensor, masked: Tensor, end_id: int) -> Tensor:
+    return ~masked & (canvas == end_id)
+
+
+def _tail_start(flags: Tensor) -> int:
+    """Where the run of true flags that ends the canvas begins (its length if none)."""
+    others = (~flags).nonzero()
+    return int(others[-1]) + 1 if others.numel() else 0
+
+
+def _pad_from(canvas: Tensor, masked: Tensor, start: int, end_id: int) -> int:
+    """Commit every masked position from ``start`` on as end padding; return how many."""
     tail = masked.clone()
-    tail[: int(ends[0]) + 1] = False
-    count = int(tail.sum())
+    tail[:start] = False
     canvas[tail] = end_id
     masked[tail] = False
-    return count
+    return int(tail.sum())
