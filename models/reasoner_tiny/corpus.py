@@ -15,6 +15,7 @@ from __future__ import annotations
 import calendar
 import dataclasses
 import datetime as dt
+import functools
 import random
 import re
 import zlib
@@ -790,11 +791,13 @@ def training_items(count: int, seed: int = 0, skills: Collection[str] | None = N
     ]
 
 
-def vocabulary(sample: int = 20_000, min_count: int = 20) -> list[str]:
+@functools.cache
+def vocabulary(sample: int = 20_000, min_count: int = 20) -> tuple[str, ...]:
     """The words the tokenizer keeps whole: the corpus's recurring sentence words.
 
     Words the model must spell or count letters in stay single characters, and so
-    do digits, so the model can copy them and reason over them.
+    do digits, so the model can copy them and reason over them. Cached (a tuple):
+    every fresh reasoner-tiny engine builds its tokenizer from it.
     """
     counts: Counter[str] = Counter()
     for item in training_items(sample, seed=0):
@@ -802,10 +805,12 @@ def vocabulary(sample: int = 20_000, min_count: int = 20) -> list[str]:
         for text in (user, item.thinking, item.answer, item.context):
             counts.update(re.findall(r" ?[A-Za-z]{2,}(?:'s)?| ?→", text))
     spelled = set(WORDS)
-    return sorted(
-        word
-        for word, count in counts.items()
-        if count >= min_count and word.strip().lower().removesuffix("'s") not in spelled
+    return tuple(
+        sorted(
+            word
+            for word, count in counts.items()
+            if count >= min_count and word.strip().lower().removesuffix("'s") not in spelled
+        )
     )
 
 
