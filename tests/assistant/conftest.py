@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -28,3 +29,12 @@ def quicksilver(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProce
         timeout=60,
         check=False,
     )
+
+
+def press_ctrl_c(process: subprocess.Popen) -> str:
+    """Stop ``process`` as a user's Ctrl-C does; check it quit cleanly; return its stderr."""
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=20)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    return stderr

@@ -3,14 +3,13 @@ user meets first, each told in one clear line."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 
 import numpy as np
 
 from assistant.transcript import TranscriptLog
-from tests.assistant.conftest import REPO, clean_env, quicksilver
+from tests.assistant.conftest import REPO, clean_env, press_ctrl_c, quicksilver
 from tests.conftest import silence
 
 
@@ -73,13 +72,10 @@ def test_quicksilver_no_ui_converses_and_stops_on_ctrl_c(pulse, espeak, reasoner
                 lines.append(line)
                 if line.startswith("Listening"):
                     feed.say(np.concatenate([silence(0.3), espeak("Hello.")]))
-            process.send_signal(signal.SIGINT)
-            _, stderr = process.communicate(timeout=20)
+            press_ctrl_c(process)
         finally:
             if process.poll() is None:
                 process.kill()
-    assert process.returncode == 130, stderr
-    assert "Traceback" not in stderr
     assert any(line.lower().startswith("you: hello") for line in lines), lines
     assert any(line.startswith("quicksilver: ") for line in lines), lines
     assert "ms voice-to-voice" in lines[-1]

@@ -15,7 +15,7 @@ import pytest
 from assistant.events import AnswerReady, Denoise, Error, FinalTranscript, TurnMetrics
 from assistant.session import Session, SessionConfig
 from assistant.transcript import TranscriptLog
-from tests.assistant.conftest import REPO, clean_env
+from tests.assistant.conftest import REPO, clean_env, press_ctrl_c
 from tests.assistant.sessions import Recorder, answers, typed
 
 
@@ -162,12 +162,9 @@ def test_ctrl_c_mid_turn_stops_cleanly_and_keeps_the_log(reasoner, tmp_path):
         wait_for_lines(log_path, 1)
         ask(process, "thank you")
         time.sleep(0.05)
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=20)
+        press_ctrl_c(process)
     finally:
         if process.poll() is None:
             process.kill()
-    assert process.returncode == 130, stderr
-    assert "Traceback" not in stderr
     records, skipped = TranscriptLog(log_path).read_recent(10)
     assert skipped == [] and records[0].user == "hello"
