@@ -9,6 +9,7 @@ message says what to do.
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import threading
 import time
@@ -22,6 +23,7 @@ import numpy as np
 from audio.resample import Resampler
 
 Kind = Literal["input", "output"]
+log = logging.getLogger(__name__)
 
 
 class AudioDeviceError(RuntimeError):
@@ -235,13 +237,18 @@ class Microphone:
         self.close()
 
 
+HANDOVER_HISTORY = 256  # output callbacks remembered: 5 s of 20 ms blocks, above any latency
+
+
 class Speaker:
-    """Plays chunks of mono float32 audio as they come; ``stop()`` cuts within one block.
+    """Plays chunks of mono float32 audio as they come; ``stop()`` cuts at once.
 
     Chunks at ``sample_rate`` are queued with :meth:`play`; the output callback copies
-    20 ms blocks from that queue, so stopping drops the unplayed rest within 20 ms plus
-    the device latency. The number of samples actually handed to the device is counted,
-    so barge-in can tell how much of an answer was heard.
+    20 ms blocks from that queue. Stopping drops the queue and aborts the stream, which
+    discards what the device still buffers, then opens a fresh one (about 20 ms): nothing
+    already handed over keeps sounding. Each callback's time and sample count is noted, so
+    :attr:`played_s` tells what has actually left the speaker (handed over more than
+    the device latency ago), which is what barge-in keeps as heard.
     """
 
     def __init__(
@@ -261,26 +268,35 @@ class Speaker:
         self._offset = 0  # position in the first queued chunk
         self._lock = threading.Lock()
         self._played_device = 0  # device-rate samples handed to PortAudio
+        # (callback time, samples handed before it, samples it handed), for played_s
+        self._handovers: deque[tuple[float, int, int]] = deque(maxlen=HANDOVER_HISTORY)
         self._drained = threading.Event()
         self._drained.set()
         self._finished = threading.Event()
+        self._restarting = False  # stop() aborts on purpose: not a vanished device
+        self._block = max(1, round(self.device_rate * block_ms / 1000))
+        self._latency_s = latency_s
+        self._stream = self._open_stream()
+
+    def _open_stream(self):  # -> sounddevice.OutputStream, started
         try:
-            self._stream = self._sd.OutputStream(
+            stream = self._sd.OutputStream(
                 device=self.device.index,
                 samplerate=self.device_rate,
                 channels=1,
                 dtype="float32",
-                blocksize=max(1, round(self.device_rate * block_ms / 1000)),
-                latency=latency_s,  # device buffering: what still plays after stop()
+                blocksize=self._block,
+                latency=self._latency_s,
                 callback=self._callback,
-                finished_callback=self._finished.set,
+                finished_callback=self._on_finished,
             )
-            self._stream.start()
+            stream.start()
         except Exception as error:
             raise AudioDeviceError(
                 f"could not open the speaker {self.device.name!r}: {error}; check that it is "
                 "connected and not used exclusively by another program"
             ) from error
+        return stream
 
     def _callback(self, outdata: np.ndarray, frames: int, time_info: object, status) -> None:
         out = outdata[:, 0]
@@ -295,6 +311,7 @@ class Speaker:
                 if self._offset >= chunk.size:
                     self._chunks.popleft()
                     self._offset = 0
+            self._handovers.append((time.monotonic(), self._played_device, filled))
             self._played_device += filled
             if not self._chunks:
                 self._drained.set()
@@ -321,24 +338,55 @@ class Speaker:
             time.sleep(min(float(self._stream.latency), 0.5))
         return drained
 
+    def _on_finished(self) -> None:
+        if not self._restarting:
+            self._finished.set()
+
     @property
     def played_s(self) -> float:
-        """Seconds of audio handed to the device since the speaker opened (or last stop)."""
-        return self._played_device / self.device_rate
+        """Seconds of audio heard since the speaker opened (or last stop).
+
+        That is what was handed to the device, less what its buffer still holds: a block
+        handed over at time t starts sounding at t + the stream's output latency.
+        """
+        with self._lock:
+            return self._heard_samples(time.monotonic()) / self.device_rate
+
+    def _heard_samples(self, now: float) -> int:
+        sounding_since = now - float(self._stream.latency)
+        heard = self._handovers[0][1] if self._handovers else self._played_device
+        for handed_at, before, count in self._handovers:
+            if handed_at > sounding_since:
+                break
+            heard = before + min(count, int((sounding_since - handed_at) * self.device_rate))
+        return heard
 
     @property
     def busy(self) -> bool:
         return not self._drained.is_set()
 
     def stop(self) -> float:
-        """Drop everything not yet played; return the seconds that were played."""
+        """Silence the speaker now; return the seconds that were heard."""
         with self._lock:
             self._chunks.clear()
             self._offset = 0
-            played = self.played_s
+            heard = self._heard_samples(time.monotonic())
+            buffered = self._played_device > heard
             self._played_device = 0
+            self._handovers.clear()
             self._drained.set()
-        return played
+        if buffered:  # abort() drops the device buffer that would keep playing
+            self._restarting = True
+            try:
+                self._stream.abort()
+                self._stream.close()
+                self._stream = self._open_stream()
+            except Exception:  # the device went away: the next play() says so
+                log.warning("the speaker %r could not be reopened", self.device.name)
+                self._finished.set()
+            finally:
+                self._restarting = False
+        return heard / self.device_rate
 
     def close(self) -> None:
         try:
