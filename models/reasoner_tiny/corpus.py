@@ -30,17 +30,27 @@ HELD_OUT_SHARE = 8  # one item in 8 is kept for evaluation
 
 @dataclass(frozen=True)
 class Item:
-    """One question with its reasoning and answer; ``context`` is the system message."""
+    """One question with its reasoning and answer.
+
+    ``context`` is the system message; ``history`` holds earlier (question, spoken answer)
+    exchanges, rendered between it and the question the way the assistant's memory does.
+    """
 
     skill: str
     question: str
     thinking: str
     answer: str
     context: str = ""
+    history: tuple[tuple[str, str], ...] = ()
 
     def messages(self) -> list[dict[str, str]]:
         system = [{"role": "system", "content": self.context}] if self.context else []
-        return [*system, {"role": "user", "content": self.question}]
+        earlier = [
+            {"role": role, "content": text}
+            for question, answer in self.history
+            for role, text in (("user", question), ("assistant", answer))
+        ]
+        return [*system, *earlier, {"role": "user", "content": self.question}]
 
 
 def is_held_out(key: str) -> bool:
@@ -780,15 +790,47 @@ def with_date(item: Item, rng: random.Random, held_out: bool) -> Item:
     return dataclasses.replace(item, context=date_context(_today(rng, held_out)))
 
 
-def training_items(count: int, seed: int = 0, skills: Collection[str] | None = None) -> list[Item]:
-    """``count`` training items, skills mixed by weight; the same seed gives the same list."""
+MULTI_TURN_SHARE = 0.2  # items that follow one or two earlier exchanges, as in a conversation
+HISTORY_CHARS = 150  # the longest history, so that it fits the model's context
+
+
+def with_history(items: list[Item], rng: random.Random) -> list[Item]:
+    """Give some items the exchanges before them in the list as their conversation so far.
+
+    The model must answer the last question only, whatever was said before; without
+    such items it answers worse as soon as the assistant's memory holds a turn.
+    """
+    out = []
+    for i, item in enumerate(items):
+        if i == 0 or rng.random() >= MULTI_TURN_SHARE:
+            out.append(item)
+            continue
+        turns = 2 if i > 1 and rng.random() < 0.3 else 1
+        history = tuple((before.question, before.answer) for before in items[i - turns : i])
+        if sum(len(q) + len(a) for q, a in history) > HISTORY_CHARS:
+            history = history[-1:]
+        if len("".join(history[0])) > HISTORY_CHARS:
+            history = ()
+        out.append(dataclasses.replace(item, history=history))
+    return out
+
+
+def training_items(
+    count: int, seed: int = 0, skills: Collection[str] | None = None, multi_turn: bool = True
+) -> list[Item]:
+    """``count`` training items, skills mixed by weight; the same seed gives the same list.
+
+    The earlier exchanges of multi-turn items are drawn with their own generator, so the
+    items themselves (and the vocabulary counted from them) do not depend on them.
+    """
     rng = random.Random(seed)
     chosen = [SKILLS[name] for name in (skills or SKILLS)]
     makers = [maker for maker, _ in chosen]
     weights = [weight for _, weight in chosen]
-    return [
+    items = [
         with_date(rng.choices(makers, weights)[0](rng, False), rng, False) for _ in range(count)
     ]
+    return with_history(items, random.Random(f"history:{seed}")) if multi_turn else items
 
 
 @functools.cache
@@ -800,7 +842,7 @@ def vocabulary(sample: int = 20_000, min_count: int = 20) -> tuple[str, ...]:
     every fresh reasoner-tiny engine builds its tokenizer from it.
     """
     counts: Counter[str] = Counter()
-    for item in training_items(sample, seed=0):
+    for item in training_items(sample, seed=0, multi_turn=False):
         user = normalise_spoken(item.question)
         for text in (user, item.thinking, item.answer, item.context):
             counts.update(re.findall(r" ?[A-Za-z]{2,}(?:'s)?| ?→", text))

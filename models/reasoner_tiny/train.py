@@ -19,7 +19,7 @@ from engine.train import Example, TrainConfig, train
 from .corpus import training_items, vocabulary
 
 HERE = Path(__file__).parent
-SHAPE = dict(d_model=192, n_layers=4, n_heads=4, max_seq_len=256, prompt_sees_reply=False)
+SHAPE = dict(d_model=192, n_layers=4, n_heads=4, max_seq_len=320, prompt_sees_reply=False)
 
 
 def build_engine(seed: int, **shape) -> Engine:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 
@@ -59,6 +60,24 @@ def test_the_corpus_is_deterministic_and_answers_are_speakable():
     for item in first:
         assert item.answer.endswith((".", "!", "?")), item
         assert not re.search(r"<\|", item.answer + item.thinking), item
+
+
+def test_some_items_follow_earlier_exchanges_and_still_fit_the_context():
+    """Multi-turn items carry the exchanges before them, rendered as the assistant's
+    memory renders them; the items themselves (and so the vocabulary) do not change."""
+    items = training_items(20_000, seed=0)
+    followers = [item for item in items if item.history]
+    assert 0.1 < len(followers) / len(items) < 0.3
+    assert {1, 2} <= {len(item.history) for item in followers}
+    roles = [message["role"] for message in followers[0].messages()]
+    assert roles[-3:] == ["user", "assistant", "user"]
+    plain = training_items(20_000, seed=0, multi_turn=False)
+    assert plain == [dataclasses.replace(item, history=()) for item in items]
+    engine = build_engine(seed=0, d_model=32, n_layers=1, n_heads=2)
+    tokenizer = engine.tokenizer
+    prompt = max(len(tokenizer.prompt_ids(item.messages())) for item in followers)
+    reply = max(len(tokenizer.reply_ids(item.thinking, item.answer)) for item in items)
+    assert prompt + reply <= engine.model.config.max_seq_len
 
 
 def test_words_to_spell_are_never_whole_tokens():
