@@ -39,7 +39,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from models.reasoner_tiny.evaluate import evaluate
 
     engine = Engine.load(args.model, device=args.device)
-    results = [evaluate(engine, args.per_skill, steps) for steps in args.steps]
+    results = [
+        evaluate(engine, args.per_skill, steps, follow_up=args.follow_up) for steps in args.steps
+    ]
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=2))
         return 0
@@ -127,6 +129,11 @@ def _add_engine_commands(sub: argparse._SubParsersAction) -> None:
     evaluation.add_argument("--per-skill", type=int, default=50, help="questions per skill")
     evaluation.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     evaluation.add_argument("--json", action="store_true", help="print the figures as JSON")
+    evaluation.add_argument(
+        "--follow-up",
+        action="store_true",
+        help="ask every question after an earlier exchange, as in a conversation",
+    )
     evaluation.add_argument(
         "--show-misses", action="store_true", help="print a few wrong answers per skill"
     )

@@ -857,12 +857,32 @@ def vocabulary(sample: int = 20_000, min_count: int = 20) -> tuple[str, ...]:
 
 
 def held_out_set(
-    per_skill: int = 50, seed: int = 1234, skills: Collection[str] | None = None
+    per_skill: int = 50,
+    seed: int = 1234,
+    skills: Collection[str] | None = None,
+    follow_up: bool = False,
 ) -> dict[str, list[Item]]:
-    """Evaluation items per skill: held-out numbers, words, dates and phrasings only."""
+    """Evaluation items per skill: held-out numbers, words, dates and phrasings only.
+
+    With ``follow_up`` the same items each come after one earlier exchange (another
+    held-out question of any skill with its answer), as in a conversation.
+    """
     rng = random.Random(seed)
-    return {
+    sets = {
         skill: [with_date(maker(rng, True), rng, True) for _ in range(per_skill)]
         for skill, (maker, _) in SKILLS.items()
         if skills is None or skill in skills
+    }
+    if not follow_up:
+        return sets
+    rng = random.Random(f"follow-up:{seed}")
+    earlier = [
+        (item.question, item.answer)
+        for items in held_out_set(per_skill, seed + 1).values()
+        for item in items
+        if len(item.question + item.answer) <= HISTORY_CHARS
+    ]
+    return {
+        skill: [dataclasses.replace(item, history=(rng.choice(earlier),)) for item in items]
+        for skill, items in sets.items()
     }

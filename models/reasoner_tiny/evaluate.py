@@ -28,6 +28,11 @@ class Evaluation:
     steps: int
     scores: list[SkillScore]
     latencies_ms: list[float]
+    follow_up: bool = False  # every question came after an earlier exchange
+
+    @property
+    def label(self) -> str:
+        return f"{self.steps} steps" + (", follow-up" if self.follow_up else "")
 
     @property
     def p50_ms(self) -> float:
@@ -40,6 +45,7 @@ class Evaluation:
     def to_dict(self) -> dict:
         return {
             "steps": self.steps,
+            "follow_up": self.follow_up,
             "accuracy": {s.skill: round(s.accuracy, 4) for s in self.scores},
             "latency_ms": {"p50": round(self.p50_ms, 1), "p90": round(self.p90_ms, 1)},
         }
@@ -56,15 +62,18 @@ def evaluate(
     steps: int = 16,
     skills: Collection[str] | None = None,
     seed: int = 1234,
+    follow_up: bool = False,
     **options,
 ) -> Evaluation:
     """Answer every held-out item; ``options`` go to the sampler (e.g. ``block_length``).
 
     ``seed`` picks which held-out items are drawn: the reported figures use the default,
-    choices such as sampler settings are made on another seed.
+    choices such as sampler settings are made on another seed. ``follow_up`` asks each
+    question after an earlier exchange, the way the assistant's memory passes it.
     """
     scores, latencies = [], []
-    for skill, items in held_out_set(per_skill, seed=seed, skills=skills).items():
+    sets = held_out_set(per_skill, seed=seed, skills=skills, follow_up=follow_up)
+    for skill, items in sets.items():
         score = SkillScore(skill)
         for item in items:
             answer = engine.answer(item.messages(), steps=steps, **options)
@@ -75,4 +84,4 @@ def evaluate(
             elif len(score.misses) < 3:
                 score.misses.append((item.question, item.answer, answer.text))
         scores.append(score)
-    return Evaluation(steps, scores, latencies)
+    return Evaluation(steps, scores, latencies, follow_up)

@@ -45,7 +45,7 @@ def choose_sampler(engine: Engine, per_skill: int) -> tuple[str, dict, dict[str,
 
 
 def accuracy_table(results: list[Evaluation]) -> str:
-    header = "| skill | " + " | ".join(f"{r.steps} steps" for r in results) + " |"
+    header = "| skill | " + " | ".join(r.label for r in results) + " |"
     lines = [header, "|---|" + "---:|" * len(results)]
     for i, score in enumerate(results[0].scores):
         cells = " | ".join(f"{r.scores[i].accuracy:.0%}" for r in results)
@@ -78,7 +78,7 @@ def write_card(
     chosen, validation = sampler_choice
     tried = ", ".join(f"{name} {mean:.0%}" for name, mean in validation.items())
     weights = folder / "model.safetensors"
-    at_16 = next(r for r in results if r.steps == 16)
+    at_16 = next(r for r in results if r.steps == 16 and not r.follow_up)
     template = (HERE / "MODEL_CARD.template.md").read_text(encoding="utf-8")
     card = template.format(
         parameters=f"{config.parameter_count() / 1e6:.1f}M",
@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen, options, validation = choose_sampler(engine, args.validation_per_skill)
     engine.sampler = dataclasses.replace(engine.sampler, steps=16, **options)
     results = [evaluate(engine, args.per_skill, steps=steps) for steps in (8, 16, 32)]
+    results.append(evaluate(engine, args.per_skill, steps=16, follow_up=True))
     target = Path(args.to)
     engine.save(target, dtype=torch.float16)
     training = json.loads((Path(args.run) / "training.json").read_text())

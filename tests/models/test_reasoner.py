@@ -80,6 +80,17 @@ def test_some_items_follow_earlier_exchanges_and_still_fit_the_context():
     assert prompt + reply <= engine.model.config.max_seq_len
 
 
+def test_follow_up_sets_ask_the_held_out_questions_after_a_held_out_exchange():
+    plain, follow = held_out_set(10), held_out_set(10, follow_up=True)
+    held_pairs = {(i.question, i.answer) for items in held_out_set(10, seed=1235).values()
+                  for i in items}  # fmt: skip
+    for skill, items in follow.items():
+        assert [dataclasses.replace(item, history=()) for item in items] == plain[skill]
+        for item in items:
+            assert len(item.history) == 1 and item.history[0] in held_pairs
+            assert [m["role"] for m in item.messages()][-3:] == ["user", "assistant", "user"]
+
+
 def test_words_to_spell_are_never_whole_tokens():
     """The model must see the letters of every word it may be asked to spell."""
     engine = build_engine(seed=0, d_model=32, n_layers=1, n_heads=2)

@@ -71,6 +71,29 @@ def test_ask_json_with_the_shipped_model():
     assert data["answer"] == ABILITIES
 
 
+@pytest.mark.skipif(QUICKSILVER is None, reason="the package is not installed")
+def test_eval_json_reports_every_skill_with_and_without_an_earlier_exchange():
+    def run(*flags: str) -> dict:
+        result = subprocess.run(
+            [QUICKSILVER, "eval", "--per-skill", "1", "--steps", "8", "--json", *flags],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        (figures,) = json.loads(result.stdout)
+        return figures
+
+    single, follow_up = run(), run("--follow-up")
+    assert (single["follow_up"], follow_up["follow_up"]) == (False, True)
+    for figures in (single, follow_up):
+        assert figures["steps"] == 8
+        assert set(figures["accuracy"]) == set(held_out_set(1))
+        assert all(0.0 <= share <= 1.0 for share in figures["accuracy"].values())
+        assert figures["latency_ms"]["p50"] > 0
+
+
 def test_a_plain_install_carries_the_model(tmp_path):
     """Build the wheel as `pip install .` would and look inside it."""
     subprocess.run(
