@@ -1,0 +1,38 @@
+"""Shipping a trained run: the sampler is chosen, the card is written from measured figures."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import safetensors.torch
+import torch
+
+from engine import Engine
+from models.reasoner_tiny import ship
+from models.reasoner_tiny.corpus import SKILLS
+from models.reasoner_tiny.train import build_engine
+
+
+def test_ship_writes_fp16_weights_and_a_card_of_measured_figures(tmp_path, capsys):
+    run, target = tmp_path / "run", tmp_path / "shipped"
+    engine = build_engine(seed=0, d_model=32, n_layers=1, n_heads=2)
+    engine.sampler = dataclasses.replace(engine.sampler, max_new_tokens=48)
+    engine.save(run)
+    (run / "training.json").write_text(json.dumps({"step": 7, "batch_size": 4, "lr": 1e-3}))
+
+    args = [str(run), "--to", str(target), "--per-skill", "1", "--validation-per-skill", "1"]
+    assert ship.main(args) == 0
+
+    weights = safetensors.torch.load_file(target / "model.safetensors")
+    assert {tensor.dtype for tensor in weights.values()} == {torch.float16}
+    assert Engine.load(target, device="cpu").sampler.steps == 16
+    card = (target / ship.CARD).read_text()
+    assert "{" not in card.replace("{w}", "")  # every placeholder was filled
+    assert "7 steps of batch 4" in card
+    header = next(line for line in card.splitlines() if line.startswith("| skill |"))
+    assert header == "| skill | 8 steps | 16 steps | 32 steps | 16 steps, follow-up |"
+    for skill in SKILLS:
+        assert f"| {skill} |" in card
+    assert "| latency p50 / p90 (ms) |" in card
+    assert "sampler:" in capsys.readouterr().out
