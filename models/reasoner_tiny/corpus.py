@@ -815,13 +815,52 @@ def with_history(items: list[Item], rng: random.Random) -> list[Item]:
     return out
 
 
+UNKNOWN_WORD_SHARE = 0.25  # questions that carry one or two words the model never learned
+# Kept out of the vocabulary (so spelled out, like any word the tokenizer does not know),
+# away from the words to spell and from every held-out phrasing (a test checks both).
+UNKNOWN_WORDS = """
+actually quickly really maybe just again exactly basically right well alright quick
+question computer buddy friend listen kindly honestly literally seriously simply probably
+perhaps wonder curious wondering mate dear yo oh hmm erm sure yeah kind excuse pardon
+mister lady guys folks everyone somebody anyone machine silly super quite rather pretty
+think need want would could might must shall gotta wanna gonna hurry already still also
+too even only ever never always sometimes often usually anyway besides meanwhile
+otherwise therefore however though although because since unless until whether while
+lovely nice great awesome cool fine amazing wonderful brilliant
+""".split()
+
+
+def with_unknown_words(items: list[Item], rng: random.Random) -> list[Item]:
+    """Put a word or two the model does not know before or after some questions.
+
+    Transcripts carry words outside the model's vocabulary, and they reach it spelled out
+    letter by letter, as the words it is asked to spell do. Without such items it takes
+    any spelled-out word for one to spell, and a phrasing it has not seen throws it.
+    """
+    out = []
+    for item in items:
+        if rng.random() >= UNKNOWN_WORD_SHARE:
+            out.append(item)
+            continue
+        words = " ".join(rng.sample(UNKNOWN_WORDS, rng.randint(1, 2)))
+        question = item.question
+        if rng.random() < 0.6:
+            question = f"{words} {question}"
+        else:
+            body = question.rstrip("?.")
+            question = f"{body} {words}{question[len(body) :]}"
+        out.append(dataclasses.replace(item, question=question))
+    return out
+
+
 def training_items(
-    count: int, seed: int = 0, skills: Collection[str] | None = None, multi_turn: bool = True
+    count: int, seed: int = 0, skills: Collection[str] | None = None, augment: bool = True
 ) -> list[Item]:
     """``count`` training items, skills mixed by weight; the same seed gives the same list.
 
-    The earlier exchanges of multi-turn items are drawn with their own generator, so the
-    items themselves (and the vocabulary counted from them) do not depend on them.
+    ``augment`` adds earlier exchanges to some items and unknown words to some questions,
+    each drawn with its own generator, so the items themselves (and the vocabulary
+    counted from them) do not depend on it.
     """
     rng = random.Random(seed)
     chosen = [SKILLS[name] for name in (skills or SKILLS)]
@@ -830,7 +869,10 @@ def training_items(
     items = [
         with_date(rng.choices(makers, weights)[0](rng, False), rng, False) for _ in range(count)
     ]
-    return with_history(items, random.Random(f"history:{seed}")) if multi_turn else items
+    if not augment:
+        return items
+    items = with_unknown_words(items, random.Random(f"unknown words:{seed}"))
+    return with_history(items, random.Random(f"history:{seed}"))
 
 
 @functools.cache
@@ -842,7 +884,7 @@ def vocabulary(sample: int = 20_000, min_count: int = 20) -> tuple[str, ...]:
     every fresh reasoner-tiny engine builds its tokenizer from it.
     """
     counts: Counter[str] = Counter()
-    for item in training_items(sample, seed=0, multi_turn=False):
+    for item in training_items(sample, seed=0, augment=False):
         user = normalise_spoken(item.question)
         for text in (user, item.thinking, item.answer, item.context):
             counts.update(re.findall(r" ?[A-Za-z]{2,}(?:'s)?| ?→", text))

@@ -8,8 +8,10 @@ import re
 
 from engine.normalise import normalise_spoken
 from engine.train import TrainConfig, train
+from models.reasoner_tiny import corpus
 from models.reasoner_tiny.corpus import (
     SKILLS,
+    UNKNOWN_WORDS,
     WORDS,
     held_out_set,
     is_held_out,
@@ -71,8 +73,8 @@ def test_some_items_follow_earlier_exchanges_and_still_fit_the_context():
     assert {1, 2} <= {len(item.history) for item in followers}
     roles = [message["role"] for message in followers[0].messages()]
     assert roles[-3:] == ["user", "assistant", "user"]
-    plain = training_items(20_000, seed=0, multi_turn=False)
-    assert plain == [dataclasses.replace(item, history=()) for item in items]
+    plain = training_items(20_000, seed=0, augment=False)
+    assert [item.answer for item in plain] == [item.answer for item in items]
     engine = build_engine(seed=0, d_model=32, n_layers=1, n_heads=2)
     tokenizer = engine.tokenizer
     prompt = max(len(tokenizer.prompt_ids(item.messages())) for item in followers)
@@ -89,6 +91,37 @@ def test_follow_up_sets_ask_the_held_out_questions_after_a_held_out_exchange():
         for item in items:
             assert len(item.history) == 1 and item.history[0] in held_pairs
             assert [m["role"] for m in item.messages()][-3:] == ["user", "assistant", "user"]
+
+
+def held_out_phrasing_words() -> set[str]:
+    phrase_sets = [v for k, v in vars(corpus).items() if k.endswith("_PHRASES")]
+    phrase_sets += [corpus.OUT_OF_SCOPE]
+    for by_kind in [s for s in phrase_sets if isinstance(s, dict)]:
+        phrase_sets += by_kind.values()
+    phrase_sets = [s for s in phrase_sets if isinstance(s, tuple)]
+    assert len(phrase_sets) > 20
+    words = set()
+    for _, held_out in phrase_sets:
+        for phrasing in held_out:
+            words |= set(re.findall(r"[a-z]+", phrasing.lower()))
+    return words | {w for fill in corpus.OUT_OF_SCOPE_FILLS[True] for w in fill.split()}
+
+
+def test_unknown_words_are_spelled_out_and_never_give_away_a_held_out_phrasing():
+    engine = build_engine(seed=0, d_model=32, n_layers=1, n_heads=2)
+    whole = {word.strip().lower() for word in vocabulary()}
+    assert not set(UNKNOWN_WORDS) & (whole | set(WORDS) | held_out_phrasing_words())
+    assert "calculate" in held_out_phrasing_words()  # the check sees the held-out side
+    for word in UNKNOWN_WORDS:
+        assert len(engine.tokenizer.encode(f" {word}")) == len(word) + 1, word
+    items = training_items(4000, seed=0)
+    plain = training_items(4000, seed=0, augment=False)
+    changed = [(p, i) for p, i in zip(plain, items, strict=True) if p.question != i.question]
+    assert 0.15 < len(changed) / len(items) < 0.35
+    for before, after in changed:
+        words = [re.findall(r"[a-z'-]+", i.question.lower()) for i in (before, after)]
+        assert 1 <= len(words[1]) - len(words[0]) <= 2
+        assert set(words[1]) - set(words[0]) <= set(UNKNOWN_WORDS), after.question
 
 
 def test_words_to_spell_are_never_whole_tokens():
