@@ -17,14 +17,19 @@ from models.reasoner_tiny.corpus import ABILITIES, CHAT, REFUSAL, held_out_set
 QUICKSILVER = shutil.which("quicksilver")
 CONTEXT = {"role": "system", "content": "Today is Monday, November 30, 2026."}
 
-# What this build answers right (see MODEL_CARD.md: it knows the fixed sentences, not
-# yet the skills that copy numbers and letters from the question).
+# What this build answers right (see MODEL_CARD.md: it knows the fixed sentences, and
+# only a few questions of the skills that copy numbers and letters from the question).
+# The last two are held-out questions: numbers, word and phrasing never trained on.
 ANSWERS = {
     "hello": CHAT["greeting"],
+    "thank you": CHAT["thanks"],
+    "goodbye": CHAT["farewell"],
     "what can you do": ABILITIES,
     "who are you": CHAT["identity"],
     "what is the capital of france": REFUSAL,
     "tell me a joke": REFUSAL,
+    "tell me 187 divided by 11": "187 divided by 11 is 17.",
+    "which letter does kitten end with": "The last letter of kitten is N.",
 }
 
 
