@@ -82,14 +82,14 @@ async def test_a_spoken_question_is_answered_aloud(
     recording = pulse.recording_speaker()
     await asyncio.sleep(0.3)
     async with conversation(pulse, reasoner, transcriber, voice, log) as talk:
-        talk.say(espeak("Hello."))
+        talk.say(espeak("Thank you."))
         await talk.events.wait_for(SpeakingFinished, timeout=60)
         await talk.events.wait_for(Listening, count=2)
     recorder = talk.events
     await asyncio.sleep(0.3)
     heard = transcriber.transcribe(recording.stop())
 
-    assert answers("hello", heard), heard
+    assert answers("thank you", heard), heard
     assert recorder.types(1, skip=("AudioLevel", "PartialTranscript", "Denoise")) == [
         "SpeechStarted",
         "FinalTranscript",
@@ -99,7 +99,7 @@ async def test_a_spoken_question_is_answered_aloud(
         "TurnMetrics",
         "Listening",
     ]
-    assert recorder.of(FinalTranscript)[0].text.lower().startswith("hello")
+    assert recorder.of(FinalTranscript)[0].text.lower().startswith("thank you")
     steps = [d.step for d in recorder.of(Denoise, 1)]
     assert steps == list(range(1, len(steps) + 1)) and 1 < len(steps) <= 16
     metrics = recorder.of(TurnMetrics)[0]
@@ -107,7 +107,7 @@ async def test_a_spoken_question_is_answered_aloud(
     assert 400 <= metrics.endpoint_ms <= 900, metrics
     assert metrics.voice_to_voice_ms > metrics.endpoint_ms
     (record,), _ = log.read_recent(10)
-    assert record.user.lower().startswith("hello")
+    assert record.user.lower().startswith("thank you")
     assert (record.source, record.interrupted) == ("voice", False)
     assert record.metrics["voice_to_voice_ms"] == metrics.voice_to_voice_ms
     # cancelled like Ctrl-C: microphone closed, the ear's thread gone
