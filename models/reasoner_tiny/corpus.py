@@ -807,12 +807,16 @@ def with_history(items: list[Item], rng: random.Random) -> list[Item]:
             continue
         turns = 2 if i > 1 and rng.random() < 0.3 else 1
         history = tuple((before.question, before.answer) for before in items[i - turns : i])
-        if sum(len(q) + len(a) for q, a in history) > HISTORY_CHARS:
+        if _chars(history) > HISTORY_CHARS:
             history = history[-1:]
-        if len("".join(history[0])) > HISTORY_CHARS:
+        if _chars(history) > HISTORY_CHARS:
             history = ()
         out.append(dataclasses.replace(item, history=history))
     return out
+
+
+def _chars(history: tuple[tuple[str, str], ...]) -> int:
+    return sum(len(question) + len(answer) for question, answer in history)
 
 
 UNKNOWN_WORD_SHARE = 0.25  # questions that carry one or two words the model never learned
@@ -922,7 +926,7 @@ def held_out_set(
         (item.question, item.answer)
         for items in held_out_set(per_skill, seed + 1).values()
         for item in items
-        if len(item.question + item.answer) <= HISTORY_CHARS
+        if _chars(((item.question, item.answer),)) <= HISTORY_CHARS
     ]
     return {
         skill: [dataclasses.replace(item, history=(rng.choice(earlier),)) for item in items]
