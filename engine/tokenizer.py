@@ -20,6 +20,7 @@ import tokenizers
 from tokenizers import Regex, decoders, models, pre_tokenizers
 
 from .normalise import normalise_spoken
+from .slots import operand_slots
 
 Message = dict[str, str]
 Conversation = str | Sequence[Message]
@@ -52,6 +53,7 @@ class ChatTemplate:
     assistant: str = "<|assistant|>{content}<|end|>"
     generation_prompt: str = "<|assistant|><|think|>"
     normalise_user_text: bool = False  # spoken questions in canonical form (engine.normalise)
+    operand_slots: bool = False  # the question's numbers and words in fixed fields (engine.slots)
 
 
 def byte_level_tokenizer(
@@ -140,6 +142,7 @@ class Tokenizer:
         self.think_id, self.answer_id = ids["think"], ids["answer"]
         self.vocab_size = hf.get_vocab_size(with_added_tokens=True)
         self.starts_in_reasoning = self.template.generation_prompt.endswith(self.specials.think)
+        self._spelled: dict[str, bool] = {}
 
     @classmethod
     def byte_level(
@@ -195,12 +198,20 @@ class Tokenizer:
         """The prompt for a question or a list of ``{"role", "content"}`` messages."""
         messages = normalise_conversation(conversation)
         ids = self._encode_markup(self.template.bos)
-        for message in messages:
+        for i, message in enumerate(messages):
             content = message["content"]
             if message["role"] == "user" and self.template.normalise_user_text:
                 content = normalise_spoken(content)
+            if i == len(messages) - 1 and self.template.operand_slots:
+                content = f"{content} {operand_slots(content, self.spells_out)}"
             ids += self._render(getattr(self.template, message["role"]), content)
         return ids + self._encode_markup(self.template.generation_prompt)
+
+    def spells_out(self, word: str) -> bool:
+        """Whether ``word`` reaches the model letter by letter rather than as one token."""
+        if word not in self._spelled:
+            self._spelled[word] = len(self.encode(" " + word)) > 2
+        return self._spelled[word]
 
     def _render(self, pattern: str, content: str) -> list[int]:
         before, _, after = pattern.partition("{content}")

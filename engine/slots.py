@@ -1,0 +1,50 @@
+"""Operand slots: a question's numbers and spelled-out words at fixed prompt positions.
+
+A small diffusion model copies digits and letters from the question into its reasoning
+far more easily when they sit at a fixed distance from the reply canvas than when they
+float wherever the phrasing puts them ("add 2 to 94", "what do you get if you take 17
+from 255"). A chat template with ``operand_slots`` appends, to the question it answers,
+a block of fixed-width fields::
+
+    what is 17 plus 255 | 017 255 ___ ___ | ____________ ____________
+
+Numbers are right-aligned and zero-padded, so the ones digit of every number is always
+at the same place (with two decimal places for every number once the question has a
+decimal: ``009.11 009.90``); words the tokenizer spells out letter by letter (the ones a
+model may be asked to spell or count in) are left-aligned. Values too wide for a field
+keep all their characters; fields beyond the count are dropped. Training data goes
+through the same function, so both sides agree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+NUMBER_FIELDS, INTEGER_WIDTH, DECIMAL_WIDTH = 4, 3, 2
+WORD_FIELDS, WORD_WIDTH = 2, 12
+EMPTY = "_"
+
+
+def operand_slots(question: str, spelled: Callable[[str], bool]) -> str:
+    """The slot block for a normalised question; ``spelled(word)``: is it spelled out."""
+    numbers = re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", question)[:NUMBER_FIELDS]
+    decimals = any("." in n for n in numbers)
+    number_fields = [_number_field(n, decimals) for n in numbers]
+    empty_number = EMPTY * INTEGER_WIDTH + ("." + EMPTY * DECIMAL_WIDTH if decimals else "")
+    number_fields += [empty_number] * (NUMBER_FIELDS - len(number_fields))
+    words = [w for w in re.findall(r"\b[a-z]{2,}\b", question) if spelled(w)][:WORD_FIELDS]
+    word_fields = [w.ljust(WORD_WIDTH, EMPTY) for w in words]
+    word_fields += [EMPTY * WORD_WIDTH] * (WORD_FIELDS - len(word_fields))
+    return f"| {' '.join(number_fields)} | {' '.join(word_fields)}"
+
+
+def _number_field(number: str, decimals: bool) -> str:
+    whole, _, fraction = number.partition(".")
+    field = whole.zfill(INTEGER_WIDTH)
+    return field + "." + fraction.ljust(DECIMAL_WIDTH, "0") if decimals else field
+
+
+def padded(number: str | int, decimals: bool = False) -> str:
+    """A number as its slot shows it; reasoning formats use it to start from the slots."""
+    return _number_field(str(number), decimals)

@@ -1,0 +1,77 @@
+"""Operand slots: a question's numbers and spelled-out words at fixed prompt positions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine import ChatTemplate, Tokenizer
+from engine.checkpoints import CheckpointConfig
+from engine.model import ModelConfig
+from engine.normalise import normalise_spoken
+from engine.slots import operand_slots, padded
+
+WORDS = ["what", " is", " plus", " do", " you", " get", " if", " take", " from", " spell", " to"]
+
+
+@pytest.fixture(scope="module")
+def tok() -> Tokenizer:
+    template = ChatTemplate(normalise_user_text=True, operand_slots=True)
+    return Tokenizer.word_level(WORDS, template=template)
+
+
+def test_numbers_are_right_aligned_in_question_order():
+    block = operand_slots("add 2 to 94", lambda word: False)
+    assert block == "| 002 094 ___ ___ | ____________ ____________"
+
+
+def test_a_decimal_gives_every_number_two_decimal_places():
+    block = operand_slots("which is bigger 9.11 or 9.9 or 12", lambda word: False)
+    assert block.startswith("| 009.11 009.90 012.00 ___.__ |")
+
+
+def test_words_spelled_out_fill_the_word_fields_and_extra_values_are_dropped():
+    spelled = {"theater", "mississippi", "kitten"}.__contains__
+    block = operand_slots("spell theater 1 2 3 4 5 mississippi kitten", spelled)
+    assert block == "| 001 002 003 004 | theater_____ mississippi_"
+
+
+def test_a_value_too_wide_for_its_field_keeps_every_digit():
+    assert padded(1234) == "1234" and padded(7) == "007" and padded("4.5", True) == "004.50"
+
+
+def test_the_fields_sit_at_the_same_distance_from_the_reply_whatever_the_phrasing(tok):
+    """What the slots are for: each digit of each number is always the same number of
+    tokens before the reply canvas, so the model can copy it by position."""
+    questions = ["add 2 to 94", "What do you get if you take seventeen from 255?", "um 3 plus 4"]
+    block_lengths = set()
+    for question in questions:
+        block = operand_slots(normalise_spoken(question), tok.spells_out)
+        block_ids = tok.encode(" " + block)
+        prompt = tok.prompt_ids(question)
+        assert prompt[-len(block_ids) - 3 : -3] == block_ids  # then <|end|>, the opening
+        block_lengths.add(len(block_ids))
+    assert len(block_lengths) == 1
+
+
+def test_only_the_question_being_answered_gets_slots(tok):
+    conversation = [
+        {"role": "user", "content": "what is 5 plus 6"},
+        {"role": "assistant", "content": "5 plus 6 is 11."},
+        {"role": "user", "content": "spell theater"},
+    ]
+    prompt = tok.hf.decode(tok.prompt_ids(conversation), skip_special_tokens=False)
+    assert prompt.count("|") - prompt.count("<|") * 2 == 2  # one block, two separators
+    assert "what is 5 plus 6<|end|>" in prompt
+    assert "spell theater | ___ ___ ___ ___ | theater_____ ____________<|end|>" in prompt
+
+
+def test_the_setting_survives_config_json_and_old_configs_read_as_off(tmp_path):
+    config = CheckpointConfig(ModelConfig(vocab_size=300), chat_template=ChatTemplate())
+    data = config.to_dict()
+    data["chat_template"]["operand_slots"] = True
+    loaded = CheckpointConfig.from_dict(json.loads(json.dumps(data)), tmp_path)
+    assert loaded.chat_template.operand_slots
+    del data["chat_template"]["operand_slots"]
+    assert not CheckpointConfig.from_dict(data, tmp_path).chat_template.operand_slots
