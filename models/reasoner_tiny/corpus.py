@@ -3,7 +3,9 @@
 Every reasoning format is built so that each token depends on a few tokens before it:
 numbers are worked one column at a time from the ones digit with the carry or borrow
 written out (``7+5+0=12`` means digit 2, carry 1), words are spelled letter by letter,
-dates move one unit at a time. Answers are plain sentences Piper reads well.
+dates move one unit at a time. Number formats start from the operands as the prompt's
+slots show them (``017+255``, engine.slots) and keep a fixed width, so every digit has
+one place per skill. Answers are plain sentences Piper reads well.
 
 Held-out items never reach training: a number pair, word or date belongs to the
 held-out side when its hash says so (``is_held_out``), and each skill has phrasings used
@@ -24,6 +26,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from engine.normalise import normalise_spoken
+from engine.slots import INTEGER_WIDTH, padded
 
 HELD_OUT_SHARE = 8  # one item in 8 is kept for evaluation
 
@@ -110,8 +113,12 @@ def _digits(n: int, width: int) -> list[int]:
     return [(n // 10**i) % 10 for i in range(width)]  # ones first
 
 
-def add_columns(a: int, b: int) -> str:
-    width = max(len(str(a)), len(str(b)))
+# Every arithmetic format has a fixed width, counted from the operand slots' three digits
+# (engine.slots), so each canvas position keeps one role whatever the operands' lengths.
+WIDTH = INTEGER_WIDTH
+
+
+def add_columns(a: int, b: int, width: int = WIDTH) -> str:
     steps, carry = [], 0
     for x, y in zip(_digits(a, width), _digits(b, width), strict=True):
         total = x + y + carry
@@ -122,9 +129,8 @@ def add_columns(a: int, b: int) -> str:
 
 def sub_columns(a: int, b: int) -> str:
     """a ≥ b; ``x-y-c=BR``: digit R, borrow B for the next column."""
-    width = len(str(a))
     steps, borrow = [], 0
-    for x, y in zip(_digits(a, width), _digits(b, width), strict=True):
+    for x, y in zip(_digits(a, WIDTH), _digits(b, WIDTH), strict=True):
         value = x - y - borrow
         nxt = 1 if value < 0 else 0
         steps.append(f"{x}-{y}-{borrow}={nxt}{value + 10 * nxt}")
@@ -133,33 +139,33 @@ def sub_columns(a: int, b: int) -> str:
 
 
 def mul_row(a: int, d: int) -> str:
-    """a × one digit d, column by column: ``x*d+c=PQ``."""
+    """a < 100 × one digit d, column by column (``x*d+c=PQ``), then the three-digit row."""
     steps, carry = [], 0
-    for x in _digits(a, len(str(a))):
+    for x in _digits(a, 2):
         total = x * d + carry
         steps.append(f"{x}*{d}+{carry}={total:02d}")
         carry = total // 10
-    return " ".join(steps)
+    return f"{' '.join(steps)} → {a * d:03d}"
 
 
 def mul_thinking(a: int, b: int) -> str:
-    if b < 10:
-        return f"{a}*{b}: {mul_row(a, b)} → {a * b}"
+    """a, b < 100: one row per digit of b, then the rows added in four columns."""
     ones, tens = b % 10, b // 10
     low, high = a * ones, a * tens * 10
     return (
-        f"{a}*{b}: {a}*{ones}: {mul_row(a, ones)} → {low} | {a}*{tens}0: "
-        f"{mul_row(a, tens)} → {high} | {low}+{high}: {add_columns(low, high)} → {a * b}"
+        f"{padded(a)}*{padded(b)}: {mul_row(a, ones)} | {mul_row(a, tens)} | "
+        f"{low:04d}+{high:04d}: {add_columns(low, high, 4)} → {a * b}"
     )
 
 
 def div_thinking(n: int, d: int) -> str:
+    """Long division over the three digits of n: ``current/d=QrR``."""
     steps, current = [], 0
-    for digit in str(n):
+    for digit in padded(n):
         current = current * 10 + int(digit)
-        steps.append(f"{current}/{d}={current // d}r{current % d}")
+        steps.append(f"{current:03d}/{d:02d}={current // d}r{current % d:02d}")
         current %= d
-    return f"{n}/{d}: {' '.join(steps)} → {n // d}"
+    return f"{padded(n)}/{padded(d)}: {' '.join(steps)} → {n // d}"
 
 
 def addition(rng: random.Random, held_out: bool) -> Item:
@@ -168,7 +174,7 @@ def addition(rng: random.Random, held_out: bool) -> Item:
     first, second = _pair(rng, held_out, "add", lambda: (_num(rng, 999), _num(rng, 999)))
     a, b = (second, first) if phrasing.startswith("!") else (first, second)
     question = phrasing.lstrip("!").format(a=spoken(a, rng), b=spoken(b, rng))
-    thinking = f"{first}+{second}: {add_columns(first, second)} → {first + second}"
+    thinking = f"{padded(first)}+{padded(second)}: {add_columns(first, second)} → {first + second}"
     return Item(
         "addition",
         transcript(question, rng),
@@ -181,10 +187,11 @@ def subtraction(rng: random.Random, held_out: bool) -> Item:
     a, b = _pair(rng, held_out, "sub", lambda: (_num(rng, 999), _num(rng, 999)))
     phrasing = _phrase(rng, held_out, SUB_PHRASES)
     question = phrasing.format(a=spoken(a, rng), b=spoken(b, rng))
+    pa, pb = padded(a), padded(b)
     if a >= b:
-        thinking, result = f"{a}-{b}: {sub_columns(a, b)} → {a - b}", str(a - b)
+        thinking, result = f"{pa}-{pb}: {sub_columns(a, b)} → {a - b}", str(a - b)
     else:
-        thinking = f"{a}-{b} = -({b}-{a}): {sub_columns(b, a)} → -{b - a}"
+        thinking = f"{pa}-{pb} = -({pb}-{pa}): {sub_columns(b, a)} → -{b - a}"
         result = f"minus {b - a}"
     return Item("subtraction", transcript(question, rng), thinking, f"{a} minus {b} is {result}.")
 
@@ -284,12 +291,10 @@ def _decimal(rng: random.Random) -> str:
 
 
 def compare_thinking(x: str, y: str) -> tuple[str, int]:
-    """Align the digits, compare from the left; (reasoning, sign of x - y)."""
-    wx, _, fx = x.partition(".")
-    wy, _, fy = y.partition(".")
-    width, frac = max(len(wx), len(wy)), max(len(fx), len(fy))
-    ax = wx.zfill(width) + ("." + fx.ljust(frac, "0") if frac else "")
-    ay = wy.zfill(width) + ("." + fy.ljust(frac, "0") if frac else "")
+    """The numbers as their slots show them, compared from the left digit; (reasoning,
+    sign of x - y)."""
+    decimals = "." in x + y
+    ax, ay = padded(x, decimals), padded(y, decimals)
     steps, sign = [], 0
     for p, q in zip(ax, ay, strict=True):
         if p == ".":
@@ -338,7 +343,7 @@ def ordering(rng: random.Random, held_out: bool) -> Item:
     steps, left = [], list(numbers)
     while len(left) > 1:
         smallest = min(left)
-        steps.append(f"{' '.join(map(str, left))}: min {smallest}")
+        steps.append(f"{' '.join(map(padded, left))}: min {padded(smallest)}")
         left.remove(smallest)
     result = sorted(numbers)
     thinking = " | ".join(steps) + f" → {' '.join(map(str, result))}"
@@ -372,7 +377,7 @@ def conversion(rng: random.Random, held_out: bool) -> Item:
     )
     zeros = len(str(factor)) - len(str(factor).rstrip("0"))
     core = factor // 10**zeros
-    thinking = mul_thinking(n, core) if core > 1 else f"{n}*1 → {n}"
+    thinking = mul_thinking(n, core) if core > 1 else f"{padded(n)}*001 → {n}"
     if zeros:
         thinking += f" → {n * factor}"
     thinking = f"×{factor}: {thinking}"

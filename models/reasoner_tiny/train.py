@@ -19,7 +19,7 @@ from engine.train import Example, TrainConfig, train
 from .corpus import training_items, vocabulary
 
 HERE = Path(__file__).parent
-SHAPE = dict(d_model=192, n_layers=4, n_heads=4, max_seq_len=320, prompt_sees_reply=False)
+SHAPE = dict(d_model=192, n_layers=4, n_heads=4, max_seq_len=352, prompt_sees_reply=False)
 
 
 def build_engine(seed: int, **shape) -> Engine:
@@ -28,7 +28,7 @@ def build_engine(seed: int, **shape) -> Engine:
 
     ``shape`` overrides the shipped model's shape (smaller models for quick checks).
     """
-    template = ChatTemplate(normalise_user_text=True)
+    template = ChatTemplate(normalise_user_text=True, operand_slots=True)
     tokenizer = Tokenizer.word_level(vocabulary(), template=template)
     config = ModelConfig(vocab_size=tokenizer.vocab_size, **(SHAPE | shape))
     return Engine.random(config, seed=seed, device="auto", tokenizer=tokenizer)

@@ -134,6 +134,24 @@ def test_words_to_spell_are_never_whole_tokens():
     assert len(engine.tokenizer.encode(" times")) == 1  # sentence words are one token
 
 
+def test_number_reasoning_starts_from_the_operand_slots():
+    """Each number skill's reasoning opens with its operands exactly as the prompt's
+    fixed-width slots show them, so the first thing the model writes is a copy by
+    position (engine.slots); the answer never shows the padding."""
+    tokenizer = build_engine(seed=0, d_model=32, n_layers=1, n_heads=2).tokenizer
+    number_skills = ["addition", "subtraction", "multiplication", "division", "comparison"]
+    items = training_items(1500, seed=5, skills=[*number_skills, "ordering", "conversion"])
+    for item in items:
+        prompt = tokenizer.hf.decode(tokenizer.prompt_ids(item.messages()))
+        fields = set(re.search(r"\| ([\d_. ]+) \|", prompt).group(1).split()) - {"___", "___.__"}
+        if item.skill == "conversion":  # "×60: 027*006 …": the factor is no operand
+            operands = {item.thinking.split(": ")[1][:3]}
+        else:
+            operands = set(re.findall(r"\d+(?:\.\d+)?", item.thinking.split(":")[0]))
+        assert operands and operands <= fields, (item.question, prompt, item.thinking)
+        assert not re.search(r"(?<![\d.])0\d", item.answer), item.answer
+
+
 def test_reduced_training_beats_the_untrained_model():
     """A real learning check, small enough for CI (about two minutes on two cores).
 
