@@ -30,7 +30,7 @@ def operand_slots(question: str, spelled: Callable[[str], bool]) -> str:
     """The slot block for a normalised question; ``spelled(word)``: is it spelled out."""
     numbers = re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", question)[:NUMBER_FIELDS]
     decimals = any("." in n for n in numbers)
-    number_fields = [_number_field(n, decimals) for n in numbers]
+    number_fields = [padded(n, decimals) for n in numbers]
     empty_number = EMPTY * INTEGER_WIDTH + ("." + EMPTY * DECIMAL_WIDTH if decimals else "")
     number_fields += [empty_number] * (NUMBER_FIELDS - len(number_fields))
     words = [w for w in re.findall(r"\b[a-z]{2,}\b", question) if spelled(w)][:WORD_FIELDS]
@@ -39,12 +39,8 @@ def operand_slots(question: str, spelled: Callable[[str], bool]) -> str:
     return f"| {' '.join(number_fields)} | {' '.join(word_fields)}"
 
 
-def _number_field(number: str, decimals: bool) -> str:
-    whole, _, fraction = number.partition(".")
-    field = whole.zfill(INTEGER_WIDTH)
-    return field + "." + fraction.ljust(DECIMAL_WIDTH, "0") if decimals else field
-
-
 def padded(number: str | int, decimals: bool = False) -> str:
     """A number as its slot shows it; reasoning formats use it to start from the slots."""
-    return _number_field(str(number), decimals)
+    whole, _, fraction = str(number).partition(".")
+    field = whole.zfill(INTEGER_WIDTH)
+    return field + "." + fraction.ljust(DECIMAL_WIDTH, "0") if decimals else field
