@@ -6,6 +6,16 @@ reply tokens weighted by ``1 / t``, summed and divided by the number of reply to
 Replies are padded with end tokens to the canvas length, so the model learns that
 everything after the answer is padding.
 
+Uniform masking alone lets a model skip the reasoning: every step of it is also visible
+from the other side (the answer repeats the last result, the result repeats the column
+sums), so it learns to copy values back from the answer and never to work them out from
+what precedes them, and at inference, where the answer is masked until the end, it
+guesses. ``TrainConfig.suffix_mask_share`` therefore masks a share of the rows from a
+random cut to the end of their reply (block-diffusion style, as in BD3-LM): before the
+cut the usual ratio ``t``, after it everything, so each token must also be predicted
+from its left. Their end padding keeps the ratio ``t``, as the sampler settles padding
+early. Those rows weigh every masked token 1.
+
 Batches are drawn from a generator seeded by ``(seed, step)``, so a run split into
 several resumed runs sees exactly the batches of one long run.
 """
@@ -89,12 +99,15 @@ class TrainConfig:
     progress: bool = True  # tqdm progress bar
     checkpoint_dtype: str | None = None  # e.g. "float16" to shrink saved weights
     length_buckets: bool = False  # batch replies of similar length (see EncodedData.sample)
+    suffix_mask_share: float = 0.0  # rows masked from a random cut on (see module doc)
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1:
             raise ValueError("steps and batch_size must be at least 1")
         if self.lr <= 0:
             raise ValueError(f"lr must be positive, got {self.lr}")
+        if not 0.0 <= self.suffix_mask_share <= 1.0:
+            raise ValueError(f"suffix_mask_share must lie in [0, 1], got {self.suffix_mask_share}")
 
 
 @dataclass
@@ -105,6 +118,18 @@ class TrainResult:
     tokens: int = 0  # tokens processed in this call
     seconds: float = 0.0
     checkpoint: Path | None = None
+
+
+@dataclass
+class Batch:
+    """Rows of prompt + reply + end padding, and where each row's prompt and reply end."""
+
+    tokens: torch.Tensor  # (batch, width)
+    prompt_lens: torch.Tensor  # (batch,)
+    reply_ends: torch.Tensor  # (batch,) prompt + reply, without padding
+
+    def to(self, device: torch.device) -> Batch:
+        return Batch(*(t.to(device) for t in (self.tokens, self.prompt_lens, self.reply_ends)))
 
 
 @dataclass
@@ -146,10 +171,8 @@ class EncodedData:
         prompt_lens = torch.tensor([len(p) for p in prompts])
         return cls(tokens, prompt_lens, reply_length, lengths, lengths.argsort(stable=True))
 
-    def sample(
-        self, batch_size: int, generator: torch.Generator, bucketed: bool
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """A batch of rows with their prompt lengths.
+    def sample(self, batch_size: int, generator: torch.Generator, bucketed: bool) -> Batch:
+        """A batch of rows.
 
         Plain batches are cut to their longest prompt + ``reply_length``: every reply
         gets the full canvas. Bucketed batches take rows of similar length and cut them
@@ -161,7 +184,7 @@ class EncodedData:
         if not bucketed:
             rows = torch.randint(len(self.tokens), (batch_size,), generator=generator)
             width = int(self.prompt_lens[rows].max()) + self.reply_length
-            return self.tokens[rows, :width], self.prompt_lens[rows]
+            return Batch(self.tokens[rows, :width], self.prompt_lens[rows], self.lengths[rows])
         window = min(len(self.by_length), 4 * batch_size)
         first = int(torch.randint(len(self.by_length) - window + 1, (1,), generator=generator))
         pick = torch.randperm(window, generator=generator)[:batch_size]
@@ -169,29 +192,48 @@ class EncodedData:
         full = int(self.prompt_lens[rows].max()) + self.reply_length
         shortest = int(self.lengths[rows].max())
         width = int(torch.randint(shortest, full + 1, (1,), generator=generator))
-        return self.tokens[rows, :width], self.prompt_lens[rows]
+        return Batch(self.tokens[rows, :width], self.prompt_lens[rows], self.lengths[rows])
 
 
 def diffusion_loss(
     engine: Engine,
-    tokens: torch.Tensor,
-    prompt_lens: torch.Tensor,
+    batch: Batch,
     generator: torch.Generator,
+    suffix_mask_share: float = 0.0,
 ) -> torch.Tensor:
     """The masked-diffusion loss of one batch (see the module docstring)."""
-    batch, width = tokens.shape
-    device = tokens.device
-    ratio = MIN_MASK_RATIO + (1 - MIN_MASK_RATIO) * torch.rand(
-        batch, generator=generator, device=device
-    )
-    is_reply = torch.arange(width, device=device).unsqueeze(0) >= prompt_lens.unsqueeze(1)
-    noise = torch.rand(batch, width, generator=generator, device=device) < ratio.unsqueeze(1)
-    masked = noise & is_reply
+    masked, weights = noise_mask(batch, generator, suffix_mask_share)
+    tokens = batch.tokens
     noisy = torch.where(masked, engine.tokenizer.mask_id, tokens)
-    logits = engine.model(noisy, prompt_len=prompt_lens)
+    logits = engine.model(noisy, prompt_len=batch.prompt_lens)
     ce = F.cross_entropy(logits[masked].float(), tokens[masked], reduction="none")
-    weights = (1.0 / ratio).unsqueeze(1).expand(batch, width)[masked]
-    return (ce * weights).sum() / is_reply.sum()
+    reply_positions = tokens.shape[1] * len(tokens) - int(batch.prompt_lens.sum())
+    return (ce * weights[masked]).sum() / reply_positions
+
+
+def noise_mask(
+    batch: Batch, generator: torch.Generator, suffix_mask_share: float = 0.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which positions of the batch to mask, and the loss weight of each position."""
+    rows, width = batch.tokens.shape
+    device = batch.tokens.device
+
+    def uniform(*shape: int) -> torch.Tensor:
+        return torch.rand(*shape, generator=generator, device=device)
+
+    ratio = MIN_MASK_RATIO + (1 - MIN_MASK_RATIO) * uniform(rows)
+    position = torch.arange(width, device=device).unsqueeze(0)
+    is_reply = position >= batch.prompt_lens.unsqueeze(1)
+    masked = (uniform(rows, width) < ratio.unsqueeze(1)) & is_reply
+    weights = (1.0 / ratio).unsqueeze(1).expand(rows, width)
+    if suffix_mask_share > 0:
+        ordered = (uniform(rows) < suffix_mask_share).unsqueeze(1)
+        reply_lens = (batch.reply_ends - batch.prompt_lens).clamp_min(1)
+        cut = batch.prompt_lens + (uniform(rows) * reply_lens).long()
+        suffix = (position >= cut.unsqueeze(1)) & (position < batch.reply_ends.unsqueeze(1))
+        masked = masked | (suffix & ordered)
+        weights = torch.where(ordered, torch.ones_like(weights), weights)
+    return masked, weights
 
 
 def learning_rate(config: TrainConfig, step: int) -> float:
@@ -232,18 +274,18 @@ def train(engine: Engine, examples: Sequence[Example], config: TrainConfig) -> T
     try:
         for step in bar:
             generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
-            tokens, prompt_lens = data.sample(config.batch_size, generator, config.length_buckets)
+            batch = data.sample(config.batch_size, generator, config.length_buckets)
             noise = torch.Generator(device=device).manual_seed(config.seed * 1_000_003 + step)
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(config, step)
             with autocast:
-                loss = diffusion_loss(engine, tokens.to(device), prompt_lens.to(device), noise)
+                loss = diffusion_loss(engine, batch.to(device), noise, config.suffix_mask_share)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             optimizer.step()
             result.losses.append(loss.item())
-            result.tokens += tokens.numel()
+            result.tokens += batch.tokens.numel()
             result.steps = step + 1
             bar.set_postfix(loss=f"{result.losses[-1]:.4f}", refresh=False)
             if out_dir and config.save_every and result.steps % config.save_every == 0:

@@ -49,6 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--minutes", type=float, help="stop (and save) after this long")
     parser.add_argument("--save-every", type=int, default=250)
+    parser.add_argument(
+        "--suffix-mask-share",
+        type=float,
+        default=0.5,
+        help="share of rows masked from a random cut on, so reasoning is worked out, "
+        "not copied back from the answer",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
@@ -64,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         time_limit_s=args.minutes * 60 if args.minutes else None,
         checkpoint_dtype="float16",
         length_buckets=True,
+        suffix_mask_share=args.suffix_mask_share,
     )
     result = train(engine, examples(args.examples, args.seed), config)
     print(f"step {result.steps}/{args.steps}, {result.tokens / result.seconds:,.0f} tokens/s")

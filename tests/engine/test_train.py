@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from engine import Engine
-from engine.train import EncodedData, Example, TrainConfig, train
+from engine.train import EncodedData, Example, TrainConfig, noise_mask, train
 
 from .conftest import MEMORISED, MEMORISED_REPLY_TOKENS, tiny_config
 
@@ -110,9 +110,49 @@ def test_bucketed_batches_hide_the_reply_length_in_their_width():
     widths = {"short": [], "long": []}
     for step in range(200):
         generator = torch.Generator().manual_seed(step)
-        tokens, prompt_lens = data.sample(16, generator, bucketed=True)
+        batch = data.sample(16, generator, bucketed=True)
+        tokens, prompt_lens = batch.tokens, batch.prompt_lens
         kind = "short" if int((tokens != engine.tokenizer.end_id).sum(1).max()) < 20 else "long"
         widths[kind].append(tokens.shape[1] - int(prompt_lens.max()))
     assert min(widths["short"]) < 10 and max(widths["short"]) > 70
     assert any(30 <= width <= 60 for width in widths["short"])  # any width, not two modes
     assert min(widths["long"]) >= 60 and max(widths["long"]) > 70
+
+
+def test_suffix_masking_hides_the_reply_from_a_cut_to_its_end():
+    """Rows masked from a cut on must predict each token from its left: everything after
+    the cut is hidden (so nothing can be copied back from the answer), the padding keeps
+    the usual ratio, and the prompt stays clean."""
+    engine = Engine.random(tiny_config(max_seq_len=128), seed=0)
+    examples = [
+        Example(f"question {i}", "an answer of some length " * (1 + i % 3)) for i in range(64)
+    ]
+    data = EncodedData.build(engine, examples, reply_length=90)
+    cuts, padding_masked, padding = [], 0, 0
+    for step in range(20):
+        batch = data.sample(16, torch.Generator().manual_seed(step), bucketed=False)
+        masked, weights = noise_mask(batch, torch.Generator().manual_seed(step), 1.0)
+        for row in range(16):
+            prompt, end = int(batch.prompt_lens[row]), int(batch.reply_ends[row])
+            assert not masked[row, :prompt].any()
+            reply = masked[row, prompt:end]
+            clean = (~reply).nonzero()
+            cut = int(clean[-1]) + 1 if len(clean) else 0
+            assert reply[cut:].all() and cut < end - prompt  # at least the last token hidden
+            cuts.append(cut / (end - prompt))
+            padding_masked += int(masked[row, end:].sum())
+            padding += batch.tokens.shape[1] - end
+        assert bool((weights[masked] == 1).all())
+    assert min(cuts) < 0.2 and max(cuts) > 0.8  # the cut falls anywhere in the reply
+    assert 0.2 < padding_masked / padding < 0.8  # padding is not swept into the suffix
+
+
+def test_without_suffix_masking_the_last_reply_token_is_often_visible():
+    """The contrast that makes the test above able to fail: plain uniform masking."""
+    engine = Engine.random(tiny_config(max_seq_len=128), seed=0)
+    examples = [Example(f"question {i}", "an answer of some length") for i in range(64)]
+    data = EncodedData.build(engine, examples, reply_length=40)
+    batch = data.sample(256, torch.Generator().manual_seed(0), bucketed=False)
+    masked, _ = noise_mask(batch, torch.Generator().manual_seed(0), 0.0)
+    last = masked[torch.arange(256), batch.reply_ends - 1].float().mean()
+    assert 0.35 < float(last) < 0.65
