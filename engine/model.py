@@ -118,6 +118,15 @@ class KVCache:
         self.values = [torch.empty_like(k) for k in self.keys]
         self.length = length
 
+    def repeated(self, batch: int) -> KVCache:
+        """A copy whose every row holds this cache's first row: one prompt, computed
+        once, continued ``batch`` ways (e.g. scoring many canvases after one prompt)."""
+        copy = object.__new__(KVCache)
+        copy.keys = [k[:1].repeat(batch, 1, 1, 1) for k in self.keys]
+        copy.values = [v[:1].repeat(batch, 1, 1, 1) for v in self.values]
+        copy.length = self.length
+        return copy
+
     def update(self, layer: int, start: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         end = start + k.shape[2]
         if end > self.length:

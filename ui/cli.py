@@ -36,19 +36,25 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import json
 
     from engine import Engine
-    from models.reasoner_tiny.evaluate import evaluate
+    from models.reasoner_tiny.evaluate import evaluate, left_to_right
 
     engine = Engine.load(args.model, device=args.device)
     results = [
         evaluate(engine, args.per_skill, steps, follow_up=args.follow_up) for steps in args.steps
     ]
+    in_order = left_to_right(engine, args.per_skill) if args.in_order else None
     if args.json:
-        print(json.dumps([r.to_dict() for r in results], indent=2))
+        figures = [r.to_dict() for r in results]
+        for entry in figures if in_order else ():
+            entry["in_reading_order"] = {skill: round(v, 4) for skill, v in in_order.items()}
+        print(json.dumps(figures, indent=2))
         return 0
     header = f"{'skill':<20}" + "".join(f"{f'{r.steps} steps':>11}" for r in results)
-    print(header)
+    print(header + (f"{'in order':>11}" if in_order else ""))
     for i, score in enumerate(results[0].scores):
         row = "".join(f"{r.scores[i].accuracy:>10.0%} " for r in results)
+        if in_order:
+            row += f"{in_order[score.skill]:>10.0%} "
         print(f"{score.skill:<20}{row}")
     print(f"{'p50 latency':<20}" + "".join(f"{r.p50_ms:>8.0f} ms" for r in results))
     if args.show_misses:
@@ -136,6 +142,12 @@ def _add_engine_commands(sub: argparse._SubParsersAction) -> None:
     )
     evaluation.add_argument(
         "--show-misses", action="store_true", help="print a few wrong answers per skill"
+    )
+    evaluation.add_argument(
+        "--in-order",
+        action="store_true",
+        help="also score each reply in reading order: every token from the right ones "
+        "before it (does the model work its reasoning out, or fill it in from the answer?)",
     )
     evaluation.set_defaults(func=cmd_eval)
 

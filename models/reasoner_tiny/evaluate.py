@@ -6,7 +6,10 @@ import statistics
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+import torch
+
 from engine import Engine
+from engine.model import KVCache
 
 from .corpus import Item, held_out_set
 
@@ -85,3 +88,59 @@ def evaluate(
                 score.misses.append((item.question, item.answer, answer.text))
         scores.append(score)
     return Evaluation(steps, scores, latencies, follow_up)
+
+
+def left_to_right(
+    engine: Engine,
+    per_skill: int = 50,
+    skills: Collection[str] | None = None,
+    seed: int = 1234,
+) -> dict[str, float]:
+    """Per skill, the share of held-out replies (reasoning and answer) the model gets
+    wholly right in reading order: each token predicted from the right tokens before it,
+    the rest of the reply masked and its end padding shown (teacher-forced, as an
+    autoregressive model is scored).
+
+    It tells a model that works its reasoning out from one that fills it in backwards
+    from the answer, which uniform masking teaches and which fails at inference, where
+    the answer stays masked until the reasoning is written. For a model trained to work
+    forwards (``TrainConfig.suffix_mask_share``) the gap down to :func:`evaluate`'s
+    accuracy is what the step budget and the commit order cost.
+    """
+    tok, canvas = engine.tokenizer, engine.sampler.max_new_tokens
+    shares = {}
+    for skill, items in held_out_set(per_skill, seed=seed, skills=skills).items():
+        right = 0
+        for item in items:
+            prompt = tok.prompt_ids(item.messages())
+            reply = tok.reply_ids(item.thinking, item.answer)
+            if len(reply) <= canvas:  # else the canvas cannot hold it: wrong
+                right += _predicted_left_to_right(engine, prompt, reply) == reply
+        shares[skill] = right / len(items)
+    return shares
+
+
+def _predicted_left_to_right(engine: Engine, prompt: list[int], reply: list[int]) -> list[int]:
+    """Each reply token as predicted from the reply before it (see :func:`left_to_right`).
+
+    One canvas per token. When the prompt cannot see the canvas (reasoner-tiny), its keys
+    and values are computed once for all of them."""
+    tok, model, device = engine.tokenizer, engine.model, engine.device
+    canvas = engine.sampler.max_new_tokens
+    row = torch.tensor(reply + [tok.end_id] * (canvas - len(reply)), device=device)
+    rows = row.repeat(len(reply), 1)
+    for j in range(len(reply)):
+        rows[j, j : len(reply)] = tok.mask_id
+    prompt_ids = torch.tensor([prompt], device=device)
+    with torch.inference_mode():
+        if model.config.prompt_sees_reply:
+            full = torch.cat([prompt_ids.expand(len(reply), -1), rows], dim=1)
+            span = slice(len(prompt), len(prompt) + len(reply))
+            logits = model(full, prompt_len=len(prompt), logits_for=span)
+        else:
+            dtype = next(model.parameters()).dtype
+            cache = KVCache(model.config, 1, len(prompt) + canvas, device, dtype)
+            model(prompt_ids, prompt_len=len(prompt), cache=cache)
+            cache = cache.repeated(len(reply))
+            logits = model(rows, start=len(prompt), cache=cache, logits_for=slice(0, len(reply)))
+    return logits.diagonal(dim1=0, dim2=1).argmax(0).tolist()  # row j's token j

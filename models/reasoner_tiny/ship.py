@@ -18,7 +18,7 @@ import torch
 
 from engine import Engine
 
-from .evaluate import Evaluation, evaluate
+from .evaluate import Evaluation, evaluate, left_to_right
 
 HERE = Path(__file__).parent
 CARD = "MODEL_CARD.md"
@@ -44,16 +44,17 @@ def choose_sampler(engine: Engine, per_skill: int) -> tuple[str, dict, dict[str,
     return best, CANDIDATES[best], means
 
 
-def accuracy_table(results: list[Evaluation]) -> str:
-    header = "| skill | " + " | ".join(r.label for r in results) + " |"
-    lines = [header, "|---|" + "---:|" * len(results)]
+def accuracy_table(results: list[Evaluation], in_order: dict[str, float]) -> str:
+    """Sampled accuracy per step budget, then the reading-order share (``left_to_right``)."""
+    header = "| skill | " + " | ".join(r.label for r in results) + " | in reading order |"
+    lines = [header, "|---|" + "---:|" * (len(results) + 1)]
     for i, score in enumerate(results[0].scores):
         cells = " | ".join(f"{r.scores[i].accuracy:.0%}" for r in results)
-        lines.append(f"| {score.skill} | {cells} |")
+        lines.append(f"| {score.skill} | {cells} | {in_order[score.skill]:.0%} |")
     means = " | ".join(f"{sum(s.accuracy for s in r.scores) / len(r.scores):.0%}" for r in results)
-    lines.append(f"| **mean** | {means} |")
+    lines.append(f"| **mean** | {means} | {sum(in_order.values()) / len(in_order):.0%} |")
     latency = " | ".join(f"{r.p50_ms:.0f} / {r.p90_ms:.0f}" for r in results)
-    lines.append(f"| latency p50 / p90 (ms) | {latency} |")
+    lines.append(f"| latency p50 / p90 (ms) | {latency} | |")
     return "\n".join(lines)
 
 
@@ -72,6 +73,7 @@ def write_card(
     training: dict,
     sampler_choice: tuple[str, dict[str, float]],
     results: list[Evaluation],
+    in_order: tuple[dict[str, float], int],
     per_skill: int,
 ) -> Path:
     config = engine.model.config
@@ -95,7 +97,8 @@ def write_card(
         sampler=chosen,
         tried=tried,
         per_skill=per_skill,
-        table=accuracy_table(results),
+        in_order_per_skill=in_order[1],
+        table=accuracy_table(results, in_order[0]),
         misses=misses(at_16),
         below_target=", ".join(s.skill for s in at_16.scores if s.accuracy < 0.95) or "none",
     )
@@ -109,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run", help="training run folder (config.json, model.safetensors, ...)")
     parser.add_argument("--per-skill", type=int, default=50, help="reported items per skill")
     parser.add_argument("--validation-per-skill", type=int, default=12)
+    parser.add_argument(
+        "--in-order-per-skill", type=int, default=20, help="items per skill, reading order"
+    )
     parser.add_argument("--to", default=str(HERE), help="where to ship (default: this folder)")
     args = parser.parse_args(argv)
 
@@ -117,11 +123,20 @@ def main(argv: list[str] | None = None) -> int:
     engine.sampler = dataclasses.replace(engine.sampler, steps=16, **options)
     results = [evaluate(engine, args.per_skill, steps=steps) for steps in (8, 16, 32)]
     results.append(evaluate(engine, args.per_skill, steps=16, follow_up=True))
+    in_order = left_to_right(engine, args.in_order_per_skill)
     target = Path(args.to)
     engine.save(target, dtype=torch.float16)
     training = json.loads((Path(args.run) / "training.json").read_text())
-    card = write_card(target, engine, training, (chosen, validation), results, args.per_skill)
-    print(accuracy_table(results))
+    card = write_card(
+        target,
+        engine,
+        training,
+        (chosen, validation),
+        results,
+        (in_order, args.in_order_per_skill),
+        args.per_skill,
+    )
+    print(accuracy_table(results, in_order))
     print(f"sampler: {chosen} (validation means: {validation}); card: {card}")
     return 0
 

@@ -22,6 +22,7 @@ def test_ship_writes_fp16_weights_and_a_card_of_measured_figures(tmp_path, capsy
     (run / "training.json").write_text(json.dumps({"step": 7, "batch_size": 4, "lr": 1e-3}))
 
     args = [str(run), "--to", str(target), "--per-skill", "1", "--validation-per-skill", "1"]
+    args += ["--in-order-per-skill", "1"]
     assert ship.main(args) == 0
 
     weights = safetensors.torch.load_file(target / "model.safetensors")
@@ -31,7 +32,9 @@ def test_ship_writes_fp16_weights_and_a_card_of_measured_figures(tmp_path, capsy
     assert "{" not in card.replace("{w}", "")  # every placeholder was filled
     assert "7 steps of batch 4" in card
     header = next(line for line in card.splitlines() if line.startswith("| skill |"))
-    assert header == "| skill | 8 steps | 16 steps | 32 steps | 16 steps, follow-up |"
+    assert header == (
+        "| skill | 8 steps | 16 steps | 32 steps | 16 steps, follow-up | in reading order |"
+    )
     for skill in SKILLS:
         assert f"| {skill} |" in card
     assert "| latency p50 / p90 (ms) |" in card

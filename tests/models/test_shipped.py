@@ -90,8 +90,10 @@ def test_eval_json_reports_every_skill_with_and_without_an_earlier_exchange():
         (figures,) = json.loads(result.stdout)
         return figures
 
-    single, follow_up = run(), run("--follow-up")
+    single, follow_up = run("--in-order"), run("--follow-up")
     assert (single["follow_up"], follow_up["follow_up"]) == (False, True)
+    assert set(single["in_reading_order"]) == set(held_out_set(1))
+    assert "in_reading_order" not in follow_up
     for figures in (single, follow_up):
         assert figures["steps"] == 8
         assert set(figures["accuracy"]) == set(held_out_set(1))
