@@ -19,7 +19,8 @@ CONTEXT = {"role": "system", "content": "Today is Monday, November 30, 2026."}
 
 # What this build answers right (see MODEL_CARD.md: it knows the fixed sentences, and
 # only a few questions of the skills that copy numbers and letters from the question).
-# The last two are held-out questions: numbers, word and phrasing never trained on.
+# The letter question is held out (word and phrasing never trained on); the day is read
+# from the date the assistant passes in the context.
 ANSWERS = {
     "hello": CHAT["greeting"],
     "thank you": CHAT["thanks"],
@@ -28,8 +29,8 @@ ANSWERS = {
     "who are you": CHAT["identity"],
     "what is the capital of france": REFUSAL,
     "tell me a joke": REFUSAL,
-    "tell me 187 divided by 11": "187 divided by 11 is 17.",
-    "which letter does kitten end with": "The last letter of kitten is N.",
+    "What's the last letter of gentle.": "The last letter of gentle is E.",
+    "what day is it today": "Today is Monday.",
 }
 
 
