@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from assistant.memory import Memory
-from assistant.session import engine_memory
+from assistant.session import engine_memory, spoken_answer
 from audio.stt import Transcriber
 from audio.tts import Voice
 from audio.vad import SpeechEnd, VadConfig, VoiceActivity
@@ -104,7 +104,7 @@ def converse(
         raise ValueError("Whisper heard no words in the recording: say the question clearly")
 
     memory = memory or engine_memory(engine)
-    answer = engine.answer(memory.messages(transcript, today()), steps=steps)
+    answer = spoken_answer(engine.answer(memory.messages(transcript, today()), steps=steps))
 
     mark = time.perf_counter()
     first_audio_ms = None

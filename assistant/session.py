@@ -78,6 +78,19 @@ HINTS = {
     "`quicksilver --text`",
 }
 
+NO_ANSWER = "Sorry, I couldn't work that out. Could you ask it another way?"
+
+
+def spoken_answer(answer: Answer) -> Answer:
+    """``answer``, or :data:`NO_ANSWER` in its place when the model wrote no spoken words.
+
+    A small model can settle its whole canvas as reasoning and padding. Left as it is, the
+    user would hear nothing and see an empty reply; a spoken apology asks them to go on.
+    """
+    if answer.text.strip():
+        return answer
+    return dataclasses.replace(answer, text=NO_ANSWER)
+
 
 @dataclass(frozen=True)
 class SessionConfig:
@@ -395,7 +408,7 @@ class Session:
                 engine_ms,
             ),
         )  # fmt: skip
-        if self.speaker is not None and answer.text.strip():
+        if self.speaker is not None:
             work.stage = "speech"
             work.speech = self.voice.synthesize(answer.text)
             work.first_chunk = await asyncio.to_thread(next, work.speech, None)
@@ -410,7 +423,7 @@ class Session:
                 return None
             self._loop.call_soon_threadsafe(self._draft, work, frame)
             if frame.answer is not None:
-                return frame.answer
+                return spoken_answer(frame.answer)
         return None
 
     def _draft(self, work: _Work, frame: DenoiseFrame) -> None:

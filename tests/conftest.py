@@ -328,3 +328,22 @@ def reasoner():
     from engine import Engine
 
     return Engine.load("bundled", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def silent_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real tiny checkpoint trained to reply with nothing at all: no reasoning, no words.
+
+    It stands for a model that settles its whole canvas as padding, which the shipped one
+    does on some questions it cannot work out.
+    """
+    from engine import Engine, ModelConfig
+    from engine.train import Example, TrainConfig, train
+
+    config = ModelConfig(vocab_size=272, d_model=32, n_layers=1, n_heads=2, max_seq_len=96)
+    engine = Engine.random(config, seed=0)
+    questions = ["hello", "what is 2 plus 2", "tell me 187 divided by 11", "spell cat"]
+    examples = [Example(question, "", "") for question in questions]
+    train(engine, examples, TrainConfig(steps=40, batch_size=8, lr=1e-2, warmup_steps=5,
+                                        reply_length=16, progress=False))  # fmt: skip
+    return engine.save(tmp_path_factory.mktemp("silent"))

@@ -91,6 +91,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.show_thinking and answer.thinking:
         print(f"(thinking) {answer.thinking}")
     print(answer.text)
+    if not answer.text.strip():
+        print(
+            "quicksilver: the model wrote no spoken answer; ask it another way, or give it "
+            "more --steps (--show-thinking shows what it worked out)",
+            file=sys.stderr,
+        )
     return 0
 
 

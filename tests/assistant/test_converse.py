@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from assistant.converse import converse
+from assistant.session import NO_ANSWER
 from audio.wavfile import read_wav, write_wav
+from engine import Engine
 from tests.assistant.conftest import REPO, clean_env
 from tests.assistant.sessions import answers
 from tests.conftest import RATE, digits_in, silence
@@ -39,6 +41,19 @@ def test_converse_answers_a_spoken_question_aloud(
     assert spoken.size == result.answer_audio.size > 0
     heard = transcriber.transcribe(read_wav(output))
     assert answers(question, heard), heard
+
+
+def test_converse_speaks_an_apology_when_the_model_writes_no_answer(
+    espeak, silent_model, transcriber, voice, tmp_path
+):
+    samples = np.concatenate([silence(0.5), espeak("What is seventeen times three?"), silence(0.8)])
+    output = tmp_path / "answer.wav"
+
+    result = converse(samples, Engine.load(silent_model), transcriber, voice, output=output)
+
+    assert result.answer == NO_ANSWER
+    heard = transcriber.transcribe(read_wav(output)).lower()
+    assert "sorry" in heard and "another way" in heard, heard
 
 
 def test_converse_without_speech_says_so(reasoner, transcriber, voice):

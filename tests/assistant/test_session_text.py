@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from assistant.events import AnswerReady, Denoise, Error, FinalTranscript, TurnMetrics
-from assistant.session import Session, SessionConfig
+from assistant.session import NO_ANSWER, Session, SessionConfig
 from assistant.transcript import TranscriptLog
+from engine import Engine
 from tests.assistant.conftest import REPO, clean_env, press_ctrl_c
 from tests.assistant.sessions import Recorder, answers, typed
 
@@ -67,6 +68,24 @@ async def test_typed_questions_are_answered_in_order_and_logged(reasoner, tmp_pa
     ]
     assert records[0].metrics["steps"] == 16
     assert [e.user for e in session.memory.exchanges] == ["hello", "thank you"]
+
+
+@pytest.mark.asyncio
+async def test_a_model_that_writes_no_answer_gets_an_apology_shown_and_logged(
+    silent_model, tmp_path
+):
+    log = TranscriptLog(tmp_path / "history.jsonl")
+    session = Session(Engine.load(silent_model), log=log, config=SessionConfig(steps=8))
+    recorder = Recorder()
+    session.add_callback(recorder)
+
+    await session.run_text(typed(["tell me 187 divided by 11"]))
+
+    drafts = recorder.of(Denoise, 1)
+    assert drafts and all(d.text == "" for d in drafts)  # the model's own empty reply
+    assert [e.text for e in recorder.of(AnswerReady)] == [NO_ANSWER]
+    records, _ = log.read_recent(10)
+    assert [(r.user, r.answer) for r in records] == [("tell me 187 divided by 11", NO_ANSWER)]
 
 
 @pytest.mark.asyncio

@@ -68,6 +68,17 @@ def test_ask_shows_thinking_on_request(checkpoint):
     assert MEMORISED[0].thinking in shown.stdout and MEMORISED[0].answer in shown.stdout
 
 
+def test_ask_says_when_the_model_wrote_no_answer(silent_model):
+    """``ask`` prints what the model wrote, nothing here, and says on stderr what to try."""
+    plain = run("ask", "tell me 187 divided by 11", "--model", str(silent_model))
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.strip() == ""
+    assert "wrote no spoken answer" in plain.stderr and "--steps" in plain.stderr
+    asked = run("ask", "hi", "--model", str(silent_model), "--json")
+    assert json.loads(asked.stdout)["answer"] == ""  # the engine's own answer, unaltered
+    assert asked.stderr == ""
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
