@@ -225,8 +225,8 @@ def division(rng: random.Random, held_out: bool) -> Item:
 # --------------------------------------------------------------------------- words
 
 
-def letter_count(rng: random.Random, held_out: bool) -> Item:
-    word = _word(rng, held_out)
+def letter_count(rng: random.Random, held_out: bool, word: str | None = None) -> Item:
+    word = word or _word(rng, held_out)
     letter = rng.choice(word) if rng.random() < 0.8 else rng.choice("abcdefghijklmnopqrstuvwxyz")
     count, steps = 0, []
     for ch in word:
@@ -244,8 +244,8 @@ def letter_count(rng: random.Random, held_out: bool) -> Item:
     )
 
 
-def spelling(rng: random.Random, held_out: bool) -> Item:
-    word = _word(rng, held_out)
+def spelling(rng: random.Random, held_out: bool, word: str | None = None) -> Item:
+    word = word or _word(rng, held_out)
     question = _phrase(rng, held_out, SPELL_PHRASES).format(w=word)
     letters = ", ".join(word.upper())
     return Item(
@@ -256,8 +256,8 @@ def spelling(rng: random.Random, held_out: bool) -> Item:
     )
 
 
-def backwards(rng: random.Random, held_out: bool) -> Item:
-    word = _word(rng, held_out)
+def backwards(rng: random.Random, held_out: bool, word: str | None = None) -> Item:
+    word = word or _word(rng, held_out)
     question = _phrase(rng, held_out, BACKWARDS_PHRASES).format(w=word)
     thinking = f"{'-'.join(word)} → {'-'.join(reversed(word))}"
     letters = ", ".join(reversed(word.upper()))
@@ -269,8 +269,8 @@ def backwards(rng: random.Random, held_out: bool) -> Item:
     )
 
 
-def first_last(rng: random.Random, held_out: bool) -> Item:
-    word = _word(rng, held_out)
+def first_last(rng: random.Random, held_out: bool, word: str | None = None) -> Item:
+    word = word or _word(rng, held_out)
     which = rng.choice(["first", "last"])
     phrases = FIRST_PHRASES if which == "first" else LAST_PHRASES
     question = _phrase(rng, held_out, phrases).format(w=word)
@@ -820,6 +820,48 @@ def with_history(items: list[Item], rng: random.Random) -> list[Item]:
     return out
 
 
+MADE_UP_WORD_SHARE = 0.6  # spelling and letter items whose word is made up
+WORD_SKILLS = ("letter count", "spelling", "backwards", "first/last letter")
+_ONSETS = "b c d f g h j k l m n p r s t v w y z bl br ch cl cr dr fl fr gl gr pl pr sc sh sk sl sn sp st str sw th tr tw wh".split()  # noqa: E501
+_VOWELS = "a e i o u a e i o u ai ay ea ee ie oa oo ou ow".split()
+_CODAS = [""] * 12 + "b ck d ff ft g k l ll m mp n nd ng nt p r rd rk rn rt s ss st t tt x".split()
+
+
+@functools.cache
+def made_up_words(count: int = 3000) -> tuple[str, ...]:
+    """Pronounceable words that exist nowhere else in the corpus, for spelling practice.
+
+    With only the ~140 real training words the model learns their spellings by heart and
+    spells no held-out word; thousands of words it sees a few times each leave copying the
+    letters from the operand slot as the only way. None is a real word to spell, an
+    unknown word, a phrasing word or a word the tokenizer keeps whole.
+    """
+    rng = random.Random("made-up words")
+    taken = {w.strip().lower() for w in vocabulary()} | set(WORDS) | set(UNKNOWN_WORDS)
+    words: set[str] = set()
+    while len(words) < count:
+        syllables = rng.choice((1, 1, 1, 2, 2, 3))
+        word = "".join(
+            rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(syllables)
+        ) + rng.choice(("", "", "", "e", "y", "er", "le"))
+        if 3 <= len(word) <= 11 and word not in taken and normalise_spoken(word) == word:
+            words.add(word)
+    return tuple(sorted(words))
+
+
+def with_made_up_words(items: list[Item], rng: random.Random) -> list[Item]:
+    """Ask some spelling and letter questions about a made-up word, phrased afresh."""
+    out = []
+    for item in items:
+        if item.skill not in WORD_SKILLS or rng.random() >= MADE_UP_WORD_SHARE:
+            out.append(item)
+            continue
+        maker = SKILLS[item.skill][0]
+        made = maker(rng, False, word=rng.choice(made_up_words()))
+        out.append(dataclasses.replace(made, context=item.context))
+    return out
+
+
 def _chars(history: tuple[tuple[str, str], ...]) -> int:
     return sum(len(question) + len(answer) for question, answer in history)
 
@@ -867,9 +909,9 @@ def training_items(
 ) -> list[Item]:
     """``count`` training items, skills mixed by weight; the same seed gives the same list.
 
-    ``augment`` adds earlier exchanges to some items and unknown words to some questions,
-    each drawn with its own generator, so the items themselves (and the vocabulary
-    counted from them) do not depend on it.
+    ``augment`` gives some word items a made-up word, adds earlier exchanges to some
+    items and unknown words to some questions, each drawn with its own generator, so the
+    plain items (and the vocabulary counted from them) do not depend on it.
     """
     rng = random.Random(seed)
     chosen = [SKILLS[name] for name in (skills or SKILLS)]
@@ -880,6 +922,7 @@ def training_items(
     ]
     if not augment:
         return items
+    items = with_made_up_words(items, random.Random(f"made-up words:{seed}"))
     items = with_unknown_words(items, random.Random(f"unknown words:{seed}"))
     return with_history(items, random.Random(f"history:{seed}"))
 

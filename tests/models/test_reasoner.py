@@ -12,9 +12,11 @@ from models.reasoner_tiny import corpus
 from models.reasoner_tiny.corpus import (
     SKILLS,
     UNKNOWN_WORDS,
+    WORD_SKILLS,
     WORDS,
     held_out_set,
     is_held_out,
+    made_up_words,
     training_items,
     vocabulary,
 )
@@ -66,7 +68,7 @@ def test_the_corpus_is_deterministic_and_answers_are_speakable():
 
 def test_some_items_follow_earlier_exchanges_and_still_fit_the_context():
     """Multi-turn items carry the exchanges before them, rendered as the assistant's
-    memory renders them; the items themselves (and so the vocabulary) do not change."""
+    memory renders them; the other items (and so the vocabulary) do not change."""
     items = training_items(20_000, seed=0)
     followers = [item for item in items if item.history]
     assert 0.1 < len(followers) / len(items) < 0.3
@@ -74,7 +76,9 @@ def test_some_items_follow_earlier_exchanges_and_still_fit_the_context():
     roles = [message["role"] for message in followers[0].messages()]
     assert roles[-3:] == ["user", "assistant", "user"]
     plain = training_items(20_000, seed=0, augment=False)
-    assert [item.answer for item in plain] == [item.answer for item in items]
+    assert [i.answer for i in plain if i.skill not in WORD_SKILLS] == [
+        i.answer for i in items if i.skill not in WORD_SKILLS
+    ]  # made-up words replace some word items (their own test)
     engine = build_engine(seed=0, d_model=32, n_layers=1, n_heads=2)
     tokenizer = engine.tokenizer
     prompt = max(len(tokenizer.prompt_ids(item.messages())) for item in followers)
@@ -116,12 +120,37 @@ def test_unknown_words_are_spelled_out_and_never_give_away_a_held_out_phrasing()
         assert len(engine.tokenizer.encode(f" {word}")) == len(word) + 1, word
     items = training_items(4000, seed=0)
     plain = training_items(4000, seed=0, augment=False)
-    changed = [(p, i) for p, i in zip(plain, items, strict=True) if p.question != i.question]
-    assert 0.15 < len(changed) / len(items) < 0.35
+    pairs = [(p, i) for p, i in zip(plain, items, strict=True) if p.skill not in WORD_SKILLS]
+    changed = [(p, i) for p, i in pairs if p.question != i.question]
+    assert 0.15 < len(changed) / len(pairs) < 0.35
     for before, after in changed:
         words = [re.findall(r"[a-z'-]+", i.question.lower()) for i in (before, after)]
         assert 1 <= len(words[1]) - len(words[0]) <= 2
         assert set(words[1]) - set(words[0]) <= set(UNKNOWN_WORDS), after.question
+
+
+def test_made_up_words_are_new_spelled_out_and_asked_about_consistently():
+    engine = build_engine(seed=0, d_model=32, n_layers=1, n_heads=2)
+    made_up = made_up_words()
+    whole = {word.strip().lower() for word in vocabulary()}
+    assert len(set(made_up)) == len(made_up) >= 1000
+    assert not set(made_up) & (whole | set(WORDS) | set(UNKNOWN_WORDS))
+    assert all(3 <= len(w) <= 11 and w.isalpha() and w.islower() for w in made_up)
+    for word in made_up[::50]:
+        assert len(engine.tokenizer.encode(f" {word}")) == len(word) + 1, word
+    items = training_items(6000, seed=0)
+    plain = training_items(6000, seed=0, augment=False)
+    word_items = [(p, i) for p, i in zip(plain, items, strict=True) if p.skill in WORD_SKILLS]
+    swapped = [i for p, i in word_items if p.answer != i.answer]
+    assert 0.45 < len(swapped) / len(word_items) < 0.75
+    for item in swapped:
+        (word,) = [w for w in re.findall(r"[a-z]+", item.question.lower()) if w in made_up]
+        assert word.capitalize() in item.answer or f" {word}" in item.answer, item
+        if item.skill == "spelling":
+            assert item.thinking == "-".join(word), item
+            assert item.answer == f"{word.capitalize()} is spelled {', '.join(word.upper())}."
+    # Dates stay as drawn: the made-up word replaces the question, not its context.
+    assert [p.context for p, _ in word_items] == [i.context for _, i in word_items]
 
 
 def test_words_to_spell_are_never_whole_tokens():
