@@ -19,8 +19,8 @@ CONTEXT = {"role": "system", "content": "Today is Monday, November 30, 2026."}
 
 # What this build answers right (see MODEL_CARD.md: it knows the fixed sentences, and
 # only a few questions of the skills that copy numbers and letters from the question).
-# The letter question is held out (word and phrasing never trained on); the day is read
-# from the date the assistant passes in the context.
+# The product, the spelling and its phrasing are held out (never trained on); the day is
+# read from the date the assistant passes in the context.
 ANSWERS = {
     "hello": CHAT["greeting"],
     "thank you": CHAT["thanks"],
@@ -29,7 +29,8 @@ ANSWERS = {
     "who are you": CHAT["identity"],
     "what is the capital of france": REFUSAL,
     "tell me a joke": REFUSAL,
-    "What's the last letter of gentle.": "The last letter of gentle is E.",
+    "what's 8 times 3?": "8 times 3 is 24.",
+    "how do I spell forest": "Forest is spelled F, O, R, E, S, T.",
     "what day is it today": "Today is Monday.",
 }
 
