@@ -834,7 +834,7 @@ def made_up_words(count: int = 3000) -> tuple[str, ...]:
     With only the ~140 real training words the model learns their spellings by heart and
     spells no held-out word; thousands of words it sees a few times each leave copying the
     letters from the operand slot as the only way. None is a real word to spell, an
-    unknown word, a phrasing word or a word the tokenizer keeps whole.
+    unknown word or a word the tokenizer keeps whole (so no training phrasing word).
     """
     rng = random.Random("made-up words")
     taken = {w.strip().lower() for w in vocabulary()} | set(WORDS) | set(UNKNOWN_WORDS)
