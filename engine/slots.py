@@ -12,7 +12,8 @@ Numbers are right-aligned and zero-padded, so the ones digit of every number is 
 at the same place (with two decimal places for every number once the question has a
 decimal: ``009.11 009.90``); words the tokenizer spells out letter by letter (the ones a
 model may be asked to spell or count in) are left-aligned. Values too wide for a field
-keep all their characters; fields beyond the count are dropped. Training data goes
+keep all their characters; fields beyond the count are dropped. A word that only names
+the operand after it ("spell the word forest") takes no field. Training data goes
 through the same function, so both sides agree.
 """
 
@@ -24,6 +25,9 @@ from collections.abc import Callable
 NUMBER_FIELDS, INTEGER_WIDTH, DECIMAL_WIDTH = 4, 3, 2
 WORD_FIELDS, WORD_WIDTH = 2, 12
 EMPTY = "_"
+# Words that name the operand that follows them rather than being one: "how many r's
+# in the word strawberry" asks about "strawberry", never about "word".
+LABEL_WORDS = frozenset({"word", "words"})
 
 
 def operand_slots(question: str, spelled: Callable[[str], bool]) -> str:
@@ -33,7 +37,9 @@ def operand_slots(question: str, spelled: Callable[[str], bool]) -> str:
     number_fields = [padded(n, decimals) for n in numbers]
     empty_number = EMPTY * INTEGER_WIDTH + ("." + EMPTY * DECIMAL_WIDTH if decimals else "")
     number_fields += [empty_number] * (NUMBER_FIELDS - len(number_fields))
-    words = [w for w in re.findall(r"\b[a-z]{2,}\b", question) if spelled(w)][:WORD_FIELDS]
+    words = [w for w in re.findall(r"\b[a-z]{2,}\b", question) if spelled(w)]
+    words = [w for i, w in enumerate(words) if w not in LABEL_WORDS or i == len(words) - 1]
+    words = words[:WORD_FIELDS]
     word_fields = [w.ljust(WORD_WIDTH, EMPTY) for w in words]
     word_fields += [EMPTY * WORD_WIDTH] * (WORD_FIELDS - len(word_fields))
     return f"| {' '.join(number_fields)} | {' '.join(word_fields)}"

@@ -37,6 +37,14 @@ def test_words_spelled_out_fill_the_word_fields_and_extra_values_are_dropped():
     assert block == "| 001 002 003 004 | theater_____ mississippi_"
 
 
+def test_a_word_that_names_the_next_one_takes_no_field():
+    """In "the word forest" the operand is forest; only a last "word" is one itself."""
+    spelled = {"word", "forest", "words"}.__contains__
+    assert operand_slots("spell the word forest", spelled).endswith("| forest______ ____________")
+    assert operand_slots("spell word", spelled).endswith("| word________ ____________")
+    assert operand_slots("spell words", spelled).endswith("| words_______ ____________")
+
+
 def test_a_value_too_wide_for_its_field_keeps_every_digit():
     assert padded(1234) == "1234" and padded(7) == "007" and padded("4.5", True) == "004.50"
 
