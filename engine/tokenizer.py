@@ -11,6 +11,8 @@ and everything after the first end token is padding.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -172,6 +174,13 @@ class Tokenizer:
 
     def save(self, path: str | Path) -> None:
         self.hf.save(str(path))
+
+    def fingerprint(self) -> str:
+        """A digest of what ids mean (vocabulary, special tokens, chat template), the
+        same across ``tokenizers`` versions, whose saved JSON differs in detail."""
+        vocab = sorted(self.hf.get_vocab(with_added_tokens=True).items())
+        described = [vocab, asdict(self.specials), asdict(self.template)]
+        return hashlib.sha256(json.dumps(described).encode()).hexdigest()
 
     # ------------------------------------------------------------------ text ↔ ids
 

@@ -18,13 +18,18 @@ early. Those rows weigh every masked token 1.
 
 Batches are drawn from a generator seeded by ``(seed, step)``, so a run split into
 several resumed runs sees exactly the batches of one long run.
+
+Encoding a big corpus takes minutes of CPU time; ``EncodedData.save`` keeps the result
+(about 30 bytes per example) so that later runs, or a borrowed GPU, start at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import logging
+import lzma
 import math
 import time
 from collections.abc import Sequence
@@ -100,6 +105,10 @@ class TrainConfig:
     checkpoint_dtype: str | None = None  # e.g. "float16" to shrink saved weights
     length_buckets: bool = False  # batch replies of similar length (see EncodedData.sample)
     suffix_mask_share: float = 0.0  # rows masked from a random cut on (see module doc)
+    # Cosine decay spans time_limit_s rather than steps: a burst of fixed length on
+    # hardware whose speed is not known ahead ends with a fully decayed rate. Such a
+    # run is not resumable step for step.
+    decay_over_time_limit: bool = False
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1:
@@ -108,6 +117,8 @@ class TrainConfig:
             raise ValueError(f"lr must be positive, got {self.lr}")
         if not 0.0 <= self.suffix_mask_share <= 1.0:
             raise ValueError(f"suffix_mask_share must lie in [0, 1], got {self.suffix_mask_share}")
+        if self.decay_over_time_limit and not self.time_limit_s:
+            raise ValueError("decay_over_time_limit needs time_limit_s")
 
 
 @dataclass
@@ -148,9 +159,18 @@ class EncodedData:
     ) -> EncodedData:
         if not examples:
             raise ValueError("no training examples given")
-        tok = engine.tokenizer
-        prompts = [tok.prompt_ids(e.conversation) for e in examples]
-        replies = [tok.reply_ids(e.thinking, e.answer) for e in examples]
+        prompts, replies = encode_examples(engine.tokenizer, examples)
+        return cls.from_ids(prompts, replies, reply_length, engine)
+
+    @classmethod
+    def from_ids(
+        cls,
+        prompts: Sequence[Sequence[int]],
+        replies: Sequence[Sequence[int]],
+        reply_length: int | None,
+        engine: Engine,
+    ) -> EncodedData:
+        """Pad encoded prompts and replies (see ``encode_examples``) into one tensor."""
         longest = max(map(len, replies))
         reply_length = reply_length or longest
         if longest > reply_length:
@@ -164,12 +184,78 @@ class EncodedData:
                 f"prompt + reply reach {max_len} tokens, beyond the model's context of "
                 f"{engine.model.config.max_seq_len}; raise ModelConfig.max_seq_len"
             )
-        tokens = torch.full((len(examples), max_len), tok.end_id, dtype=torch.long)
-        for row, (prompt, reply) in enumerate(zip(prompts, replies, strict=True)):
-            tokens[row, : len(prompt) + len(reply)] = torch.tensor(prompt + reply)
-        lengths = torch.tensor([len(p) + len(r) for p, r in zip(prompts, replies, strict=True)])
-        prompt_lens = torch.tensor([len(p) for p in prompts])
+        rows = [torch.tensor([*p, *r]) for p, r in zip(prompts, replies, strict=True)]
+        return cls._padded(
+            torch.cat(rows),
+            torch.tensor([len(row) for row in rows]),
+            torch.tensor([len(p) for p in prompts]),
+            reply_length,
+            engine.tokenizer.end_id,
+        )
+
+    @classmethod
+    def _padded(
+        cls,
+        flat: torch.Tensor,
+        lengths: torch.Tensor,
+        prompt_lens: torch.Tensor,
+        reply_length: int,
+        end_id: int,
+    ) -> EncodedData:
+        width = int(prompt_lens.max()) + reply_length
+        tokens = torch.full((len(lengths), width), end_id, dtype=torch.long)
+        columns = torch.arange(width).unsqueeze(0)
+        tokens[columns < lengths.unsqueeze(1)] = flat.long()
         return cls(tokens, prompt_lens, reply_length, lengths, lengths.argsort(stable=True))
+
+    @classmethod
+    def concat(cls, parts: Sequence[EncodedData], end_id: int) -> EncodedData:
+        """One data set of all the parts' rows, in order (parts encoded in parallel), with
+        the widest part's canvas."""
+        return cls._padded(
+            torch.cat([part._unpadded() for part in parts]),
+            torch.cat([part.lengths for part in parts]),
+            torch.cat([part.prompt_lens for part in parts]),
+            max(part.reply_length for part in parts),
+            end_id,
+        )
+
+    def _unpadded(self) -> torch.Tensor:
+        """Every row without its end padding, one after another."""
+        return self.tokens[torch.arange(self.tokens.shape[1]) < self.lengths.unsqueeze(1)]
+
+    def save(self, path: str | Path, engine: Engine) -> None:
+        """Write the rows, unpadded and xz-compressed, to ``path`` (``engine``: whose
+        tokenizer encoded them, which ``load`` checks)."""
+        rows = self._unpadded()
+        state = {
+            "flat": rows.to(torch.int16 if int(rows.max()) < 2**15 else torch.int32),
+            "lengths": self.lengths,
+            "prompt_lens": self.prompt_lens,
+            "reply_length": self.reply_length,
+            "tokenizer": engine.tokenizer.fingerprint(),
+        }
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        Path(path).write_bytes(lzma.compress(buffer.getvalue(), preset=6))
+
+    @classmethod
+    def load(cls, path: str | Path, engine: Engine) -> EncodedData:
+        """Rows written by ``save``; they must come from ``engine``'s tokenizer."""
+        path = Path(path)
+        try:
+            state = torch.load(io.BytesIO(lzma.decompress(path.read_bytes())), weights_only=True)
+        except (lzma.LZMAError, RuntimeError, EOFError) as error:
+            raise ValueError(f"{path} is not an encoded corpus ({error})") from None
+        if state["tokenizer"] != engine.tokenizer.fingerprint():
+            raise ValueError(f"{path} was encoded with another tokenizer; encode it again")
+        return cls._padded(
+            state["flat"],
+            state["lengths"],
+            state["prompt_lens"],
+            state["reply_length"],
+            engine.tokenizer.end_id,
+        )
 
     def sample(self, batch_size: int, generator: torch.Generator, bucketed: bool) -> Batch:
         """A batch of rows.
@@ -193,6 +279,15 @@ class EncodedData:
         shortest = int(self.lengths[rows].max())
         width = int(torch.randint(shortest, full + 1, (1,), generator=generator))
         return Batch(self.tokens[rows, :width], self.prompt_lens[rows], self.lengths[rows])
+
+
+def encode_examples(
+    tokenizer, examples: Sequence[Example]
+) -> tuple[list[list[int]], list[list[int]]]:
+    """Prompt ids and reply ids of each example."""
+    prompts = [tokenizer.prompt_ids(e.conversation) for e in examples]
+    replies = [tokenizer.reply_ids(e.thinking, e.answer) for e in examples]
+    return prompts, replies
 
 
 def diffusion_loss(
@@ -236,16 +331,22 @@ def noise_mask(
     return masked, weights
 
 
-def learning_rate(config: TrainConfig, step: int) -> float:
-    """Linear warm-up, then cosine decay to ``lr * min_lr_ratio``."""
+def learning_rate(config: TrainConfig, step: int, seconds: float = 0.0) -> float:
+    """Linear warm-up, then cosine decay to ``lr * min_lr_ratio`` over the remaining
+    steps, or over the time limit (``decay_over_time_limit``; ``seconds`` run so far)."""
     if step < config.warmup_steps:
         return config.lr * (step + 1) / config.warmup_steps
-    progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+    if config.decay_over_time_limit:
+        progress = seconds / config.time_limit_s
+    else:
+        progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
     cosine = 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
     return config.lr * (config.min_lr_ratio + (1 - config.min_lr_ratio) * cosine)
 
 
-def train(engine: Engine, examples: Sequence[Example], config: TrainConfig) -> TrainResult:
+def train(
+    engine: Engine, examples: Sequence[Example] | EncodedData, config: TrainConfig
+) -> TrainResult:
     """Train ``engine.model`` in place (float32 weights; bf16 autocast on CUDA).
 
     The engine's default canvas becomes the trained reply length, and that is what the
@@ -253,7 +354,11 @@ def train(engine: Engine, examples: Sequence[Example], config: TrainConfig) -> T
     """
     model = engine.model.float().train()
     device = engine.device
-    data = EncodedData.build(engine, examples, config.reply_length)
+    data = (
+        examples
+        if isinstance(examples, EncodedData)
+        else EncodedData.build(engine, examples, config.reply_length)
+    )
     engine.sampler = dataclasses.replace(engine.sampler, max_new_tokens=data.reply_length)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=config.lr, betas=(0.9, 0.95), weight_decay=config.weight_decay
@@ -277,7 +382,7 @@ def train(engine: Engine, examples: Sequence[Example], config: TrainConfig) -> T
             batch = data.sample(config.batch_size, generator, config.length_buckets)
             noise = torch.Generator(device=device).manual_seed(config.seed * 1_000_003 + step)
             for group in optimizer.param_groups:
-                group["lr"] = learning_rate(config, step)
+                group["lr"] = learning_rate(config, step, time.perf_counter() - began)
             with autocast:
                 loss = diffusion_loss(engine, batch.to(device), noise, config.suffix_mask_share)
             optimizer.zero_grad(set_to_none=True)

@@ -4,22 +4,34 @@ Deterministic given ``--seed``; shows a progress bar; resumes from ``--out`` whe
 again, so a long training can be split into runs of ``--minutes`` each. Ship the
 result with ``python -m models.reasoner_tiny.ship RUN``, which measures it, writes the
 model card and copies it into this folder, where ``Engine.load("bundled")`` finds it.
+
+Encoding the corpus takes minutes; ``--encoded FILE`` keeps it for the next run (and
+``--workers`` spreads it over cores). ``--init-from RUN`` starts from another run's
+weights with a fresh schedule, e.g. a burst on a GPU (``--decay-over-minutes``).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Collection
+import os
+from collections.abc import Collection, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import torch
+
 from engine import ChatTemplate, Engine, ModelConfig, Tokenizer
-from engine.train import Example, TrainConfig, train
+from engine.train import EncodedData, Example, TrainConfig, encode_examples, train
 
 from .corpus import training_items, vocabulary
 
+log = logging.getLogger(__name__)
+
 HERE = Path(__file__).parent
 SHAPE = dict(d_model=192, n_layers=4, n_heads=4, max_seq_len=352, prompt_sees_reply=False)
+CANVAS = 135  # reply tokens: the corpus's longest reply, thinking and answer
+CHUNK = 10_000  # examples per encoding task
 
 
 def build_engine(seed: int, **shape) -> Engine:
@@ -39,15 +51,68 @@ def examples(count: int, seed: int, skills: Collection[str] | None = None) -> li
     return [Example(i.messages(), i.answer, i.thinking) for i in items]
 
 
+def encoded_corpus(
+    engine: Engine, count: int, seed: int, workers: int = 1, chunk: int = CHUNK
+) -> EncodedData:
+    """The training corpus on a canvas of ``CANVAS`` tokens, encoded by ``workers``
+    processes (the same rows for any number of them).
+
+    The rare example that does not fit (a reply longer than the canvas, or earlier
+    exchanges that leave too little room for it) is left out, and counted in the log.
+    """
+    corpus = examples(count, seed)
+    chunks = [corpus[i : i + chunk] for i in range(0, len(corpus), chunk)]
+    limit = engine.model.config.max_seq_len
+    if workers <= 1:
+        parts = [_encode(chunk, limit) for chunk in chunks]
+    else:
+        with ProcessPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
+            parts = list(pool.map(_encode, chunks, [limit] * len(chunks)))
+    parts = [part for part in parts if part is not None]
+    if not parts:
+        raise ValueError(f"no example fits a context of {limit} tokens")
+    dropped = len(corpus) - sum(len(part.tokens) for part in parts)
+    log.info("%d of %d examples do not fit the context and are left out", dropped, len(corpus))
+    return EncodedData.concat(parts, engine.tokenizer.end_id)
+
+
+def _encode(chunk: Sequence[Example], max_seq_len: int) -> EncodedData | None:
+    engine = build_engine(0, max_seq_len=max_seq_len)
+    prompts, replies = encode_examples(engine.tokenizer, chunk)
+    fits = [
+        i
+        for i, (prompt, reply) in enumerate(zip(prompts, replies, strict=True))
+        if len(reply) <= CANVAS and len(prompt) + CANVAS <= max_seq_len
+    ]
+    if not fits:
+        return None
+    prompts, replies = [prompts[i] for i in fits], [replies[i] for i in fits]
+    return EncodedData.from_ids(prompts, replies, CANVAS, engine)
+
+
+def start_from(engine: Engine, run: str | Path) -> None:
+    """Load another run's weights into ``engine``; both must share the tokenizer."""
+    other = Engine.load(run, device="cpu")
+    if other.tokenizer.fingerprint() != engine.tokenizer.fingerprint():
+        raise ValueError(f"{run} was trained with another tokenizer; it cannot be continued")
+    engine.model.load_state_dict(other.model.float().state_dict())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="build/reasoner-tiny", help="run folder (resumable)")
     parser.add_argument("--steps", type=int, default=5000)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--warmup-steps", type=int, default=200)
     parser.add_argument("--examples", type=int, default=150_000, help="corpus size")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--minutes", type=float, help="stop (and save) after this long")
+    parser.add_argument(
+        "--decay-over-minutes",
+        action="store_true",
+        help="decay the learning rate over --minutes instead of --steps",
+    )
     parser.add_argument("--save-every", type=int, default=250)
     parser.add_argument(
         "--suffix-mask-share",
@@ -56,15 +121,36 @@ def main(argv: list[str] | None = None) -> int:
         help="share of rows masked from a random cut on, so reasoning is worked out, "
         "not copied back from the answer",
     )
+    parser.add_argument(
+        "--encoded",
+        type=Path,
+        nargs="+",
+        help="encoded corpus files to read and join (then --examples is not used), or "
+        "one file to encode the corpus into first",
+    )
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--init-from", type=Path, help="start from this run's weights")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     engine = build_engine(args.seed)
+    if args.init_from:
+        start_from(engine, args.init_from)
+    if args.encoded and all(path.is_file() for path in args.encoded):
+        parts = [EncodedData.load(path, engine) for path in args.encoded]
+        data = EncodedData.concat(parts, engine.tokenizer.end_id)
+    else:
+        if args.encoded and len(args.encoded) > 1:
+            parser.error("to encode the corpus, give --encoded one file")
+        data = encoded_corpus(engine, args.examples, args.seed, args.workers)
+        if args.encoded:
+            data.save(args.encoded[0], engine)
+    print(f"{len(data.tokens):,} examples, a canvas of {data.reply_length} tokens")
     config = TrainConfig(
         steps=args.steps,
         batch_size=args.batch_size,
         lr=args.lr,
-        warmup_steps=200,
+        warmup_steps=args.warmup_steps,
         seed=args.seed,
         out_dir=args.out,
         save_every=args.save_every,
@@ -72,8 +158,9 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint_dtype="float16",
         length_buckets=True,
         suffix_mask_share=args.suffix_mask_share,
+        decay_over_time_limit=args.decay_over_minutes,
     )
-    result = train(engine, examples(args.examples, args.seed), config)
+    result = train(engine, data, config)
     print(f"step {result.steps}/{args.steps}, {result.tokens / result.seconds:,.0f} tokens/s")
     print(f"ship it with: python -m models.reasoner_tiny.ship {args.out}")
     return 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine import Engine
-from engine.train import EncodedData, Example, TrainConfig, noise_mask, train
+from engine import Engine, Tokenizer
+from engine.train import EncodedData, Example, TrainConfig, learning_rate, noise_mask, train
 
 from .conftest import MEMORISED, MEMORISED_REPLY_TOKENS, tiny_config
 
@@ -156,3 +156,45 @@ def test_without_suffix_masking_the_last_reply_token_is_often_visible():
     masked, _ = noise_mask(batch, torch.Generator().manual_seed(0), 0.0)
     last = masked[torch.arange(256), batch.reply_ends - 1].float().mean()
     assert 0.35 < float(last) < 0.65
+
+
+def test_an_encoded_corpus_survives_saving_and_joins_in_order(tmp_path):
+    engine = Engine.random(tiny_config(max_seq_len=128), seed=0)
+    examples = [Example(f"question {i}", "an answer " * (1 + i // 10), "why") for i in range(40)]
+    whole = EncodedData.build(engine, examples, None)
+    parts = [EncodedData.build(engine, examples[i : i + 15], None) for i in (0, 15, 30)]
+    assert len({part.reply_length for part in parts}) > 1  # joined on the widest canvas
+    joined = EncodedData.concat(parts, engine.tokenizer.end_id)
+    joined.save(tmp_path / "corpus.xz", engine)
+    loaded = EncodedData.load(tmp_path / "corpus.xz", engine)
+    for data in (joined, loaded):
+        assert data.reply_length == whole.reply_length
+        for name in ("tokens", "prompt_lens", "lengths", "by_length"):
+            assert torch.equal(getattr(data, name), getattr(whole, name)), name
+
+
+def test_an_encoded_corpus_from_another_tokenizer_or_a_broken_file_is_refused(tmp_path):
+    engine = Engine.random(tiny_config(max_seq_len=128), seed=0)
+    data = EncodedData.build(engine, [Example("q", "a")], None)
+    data.save(tmp_path / "corpus.xz", engine)
+    words = Tokenizer.word_level([" another", " word"])
+    other = Engine.random(
+        tiny_config(vocab_size=words.vocab_size, max_seq_len=128), seed=0, tokenizer=words
+    )
+    with pytest.raises(ValueError, match="another tokenizer"):
+        EncodedData.load(tmp_path / "corpus.xz", other)
+    (tmp_path / "broken.xz").write_bytes(b"not a corpus")
+    with pytest.raises(ValueError, match="not an encoded corpus"):
+        EncodedData.load(tmp_path / "broken.xz", engine)
+
+
+def test_decay_over_the_time_limit_follows_the_clock_not_the_steps():
+    config = TrainConfig(
+        steps=10**9, lr=1.0, warmup_steps=2, time_limit_s=100.0, decay_over_time_limit=True
+    )
+    assert learning_rate(config, 0, 0.0) == pytest.approx(0.5)  # warm-up stays in steps
+    assert learning_rate(config, 5, 0.0) == pytest.approx(1.0)
+    assert learning_rate(config, 5, 50.0) == pytest.approx(0.55)
+    assert learning_rate(config, 5, 100.0) == pytest.approx(config.min_lr_ratio)
+    with pytest.raises(ValueError, match="needs time_limit_s"):
+        TrainConfig(decay_over_time_limit=True)

@@ -6,8 +6,12 @@ import dataclasses
 import datetime as dt
 import re
 
+import pytest
+import torch
+
+from engine import Engine, ModelConfig
 from engine.normalise import normalise_spoken
-from engine.train import TrainConfig, train
+from engine.train import EncodedData, TrainConfig, train
 from models.reasoner_tiny import corpus
 from models.reasoner_tiny.corpus import (
     SKILLS,
@@ -21,7 +25,7 @@ from models.reasoner_tiny.corpus import (
     vocabulary,
 )
 from models.reasoner_tiny.evaluate import evaluate
-from models.reasoner_tiny.train import build_engine, examples
+from models.reasoner_tiny.train import CANVAS, build_engine, encoded_corpus, examples, start_from
 
 CONTENT_SKILLS = set(SKILLS) - {"calendar", "conversation", "out of scope"}
 
@@ -200,3 +204,31 @@ def test_reduced_training_beats_the_untrained_model():
     assert sum(s.correct for s in before.scores) == 0
     assert sum(s.correct for s in after.scores) >= 1, [(s.skill, s.misses) for s in after.scores]
     assert sum(result.losses[-20:]) < 0.1 * sum(result.losses[:20])
+
+
+def test_the_corpus_encodes_the_same_rows_on_any_number_of_workers():
+    engine = build_engine(0, d_model=32, n_layers=1, n_heads=2)
+    plain = EncodedData.build(engine, examples(300, seed=3), CANVAS)
+    for workers in (1, 2):
+        data = encoded_corpus(engine, 300, seed=3, workers=workers, chunk=70)
+        assert torch.equal(data.tokens, plain.tokens) and data.reply_length == plain.reply_length
+
+
+def test_examples_that_do_not_fit_the_context_are_left_out():
+    engine = build_engine(0, d_model=32, n_layers=1, n_heads=2, max_seq_len=CANVAS + 75)
+    data = encoded_corpus(engine, 300, seed=3)
+    assert 0 < len(data.tokens) < 300
+    assert data.reply_length == CANVAS and data.tokens.shape[1] <= CANVAS + 75
+
+
+def test_a_run_starts_from_another_runs_weights_only_with_the_same_tokenizer(tmp_path):
+    shape = dict(d_model=32, n_layers=1, n_heads=2)
+    build_engine(5, **shape).save(tmp_path / "trained")
+    engine = build_engine(0, **shape)
+    start_from(engine, tmp_path / "trained")
+    for name, tensor in Engine.load(tmp_path / "trained").model.state_dict().items():
+        assert torch.equal(engine.model.state_dict()[name].cpu(), tensor.float().cpu()), name
+    other = Engine.random(ModelConfig(vocab_size=300, d_model=32, n_layers=1, n_heads=2), seed=0)
+    other.save(tmp_path / "other")
+    with pytest.raises(ValueError, match="another tokenizer"):
+        start_from(engine, tmp_path / "other")
