@@ -422,11 +422,17 @@ def _save(engine: Engine, optimizer, out_dir: Path, config: TrainConfig, step: i
     torch.save(state, tmp)
     tmp.replace(out_dir / TRAINER_STATE_FILE)
     engine.save(out_dir, dtype=dtype)
-    (out_dir / "training.json").write_text(
-        json.dumps({"step": step, **asdict(config)}, indent=2) + "\n"
-    )
+    record = {"step": step, **asdict(config), "hardware": _hardware(engine.device)}
+    (out_dir / "training.json").write_text(json.dumps(record, indent=2) + "\n")
     log.info("step %d: checkpoint written to %s", step, out_dir)
     return out_dir
+
+
+def _hardware(device: torch.device) -> str:
+    """What trained the weights, for the model card."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU, {torch.get_num_threads()} threads"
 
 
 def _resume(engine: Engine, optimizer, out_dir: Path) -> int:

@@ -94,6 +94,8 @@ def write_card(
         batch_size=training.get("batch_size", "?"),
         lr=training.get("lr", "?"),
         seed=training.get("seed", "?"),
+        hardware=training.get("hardware", "CPU"),
+        suffix_share=f"{training.get('suffix_mask_share', 0):.0%}",
         sampler=chosen,
         tried=tried,
         per_skill=per_skill,
