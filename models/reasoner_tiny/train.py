@@ -129,8 +129,13 @@ def main(argv: list[str] | None = None) -> int:
         "one file to encode the corpus into first",
     )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--encode-only", action="store_true", help="write --encoded, then stop (no training)"
+    )
     parser.add_argument("--init-from", type=Path, help="start from this run's weights")
     args = parser.parse_args(argv)
+    if args.encode_only and not args.encoded:
+        parser.error("--encode-only needs --encoded FILE")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     engine = build_engine(args.seed)
@@ -146,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.encoded:
             data.save(args.encoded[0], engine)
     print(f"{len(data.tokens):,} examples, a canvas of {data.reply_length} tokens")
+    if args.encode_only:
+        return 0
     config = TrainConfig(
         steps=args.steps,
         batch_size=args.batch_size,
