@@ -12,16 +12,16 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
-python -c "import engine" 2>/dev/null || pip install --quiet -e .
+python3 -c "import engine" 2>/dev/null || python3 -m pip install --quiet -e .
 
 if [[ "${1:-}" == "--small" ]]; then
     shift
     set -- --device cpu --sizes tiny --quick --threads 1 "$@"
 else
-    python -c "import torch; assert torch.cuda.is_available(), 'PyTorch sees no CUDA GPU'"
+    python3 -c "import torch; assert torch.cuda.is_available(), 'PyTorch sees no CUDA GPU'"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
     set -- --device cuda --dtype bfloat16 --sizes llada-8b --repeats 3 "$@"
 fi
 json="${OUT:-${TMPDIR:-/tmp}}/engine-benchmark.json"
-python benchmarks/engine.py "$@" --json "$json"
+python3 benchmarks/engine.py "$@" --json "$json"
 echo "rows written to $json"
