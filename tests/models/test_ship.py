@@ -39,3 +39,16 @@ def test_ship_writes_fp16_weights_and_a_card_of_measured_figures(tmp_path, capsy
         assert f"| {skill} |" in card
     assert "| latency p50 / p90 (ms) |" in card
     assert "sampler:" in capsys.readouterr().out
+
+
+def test_of_equally_accurate_samplers_the_fastest_is_chosen():
+    means = {"plain": 0.5178571428571429, "padding": 0.51785714285714285, "blocks": 0.45}
+    assert (
+        ship.best_candidate(means, {"plain": 263.0, "padding": 152.0, "blocks": 90.0}) == "padding"
+    )
+    assert (
+        ship.best_candidate(
+            means | {"plain": 0.52}, {"plain": 263.0, "padding": 152.0, "blocks": 9}
+        )
+        == "plain"
+    )
