@@ -17,9 +17,9 @@ from models.reasoner_tiny.corpus import ABILITIES, CHAT, REFUSAL, held_out_set
 QUICKSILVER = shutil.which("quicksilver")
 CONTEXT = {"role": "system", "content": "Today is Monday, November 30, 2026."}
 
-# What this build answers right (see MODEL_CARD.md: it knows the fixed sentences, and
-# only a few questions of the skills that copy numbers and letters from the question).
-# The product, the spelling and its phrasing are held out (never trained on); the day is
+# What this build answers right, one or two per skill it has learnt (see MODEL_CARD.md:
+# about half the held-out questions overall; not yet letter counting or conversions).
+# The numbers, words and some phrasings are held out (never trained on); the day is
 # read from the date the assistant passes in the context.
 ANSWERS = {
     "hello": CHAT["greeting"],
@@ -29,8 +29,18 @@ ANSWERS = {
     "who are you": CHAT["identity"],
     "what is the capital of france": REFUSAL,
     "tell me a joke": REFUSAL,
+    "Tell me 33 plus 257?": "33 plus 257 is 290.",
+    "tell me nine hundred and fifty-nine minus five hundred and sixty-three for me.": (
+        "959 minus 563 is 396."
+    ),
     "what's 8 times 3?": "8 times 3 is 24.",
+    "tell me 91 times 3?": "91 times 3 is 273.",
+    "Tell me 981 divided by three?": "981 divided by 3 is 327.",
     "how do I spell forest": "Forest is spelled F, O, R, E, S, T.",
+    "How do you spell forest backwards please?": "Forest backwards is T, S, E, R, O, F.",
+    "What's the last letter of kitchen?": "The last letter of kitchen is N.",
+    "What is smaller 891 or 40?": "40 is smaller than 891.",
+    "put these in order 40, 92, 57 and 85?": "From smallest to largest: 40, 57, 85, 92.",
     "what day is it today": "Today is Monday.",
 }
 
