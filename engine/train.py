@@ -20,7 +20,7 @@ Batches are drawn from a generator seeded by ``(seed, step)``, so a run split in
 several resumed runs sees exactly the batches of one long run.
 
 Encoding a big corpus takes minutes of CPU time; ``EncodedData.save`` keeps the result
-(about 30 bytes per example) so that later runs, or a borrowed GPU, start at once.
+(about 25 bytes per example) so that later runs, or a borrowed GPU, start at once.
 """
 
 from __future__ import annotations
@@ -247,7 +247,9 @@ class EncodedData:
             state = torch.load(io.BytesIO(lzma.decompress(path.read_bytes())), weights_only=True)
         except (lzma.LZMAError, RuntimeError, EOFError) as error:
             raise ValueError(f"{path} is not an encoded corpus ({error})") from None
-        if state["tokenizer"] != engine.tokenizer.fingerprint():
+        if not isinstance(state, dict) or "flat" not in state:
+            raise ValueError(f"{path} is not an encoded corpus (no token rows in it)")
+        if state.get("tokenizer") != engine.tokenizer.fingerprint():
             raise ValueError(f"{path} was encoded with another tokenizer; encode it again")
         return cls._padded(
             state["flat"],
