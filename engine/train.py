@@ -212,6 +212,8 @@ class EncodedData:
     def concat(cls, parts: Sequence[EncodedData], end_id: int) -> EncodedData:
         """One data set of all the parts' rows, in order (parts encoded in parallel), with
         the widest part's canvas."""
+        if len(parts) == 1:
+            return parts[0]  # already padded; re-padding would copy every row for nothing
         return cls._padded(
             torch.cat([part._unpadded() for part in parts]),
             torch.cat([part.lengths for part in parts]),
