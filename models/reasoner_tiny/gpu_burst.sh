@@ -6,8 +6,8 @@
 #
 #   bash models/reasoner_tiny/gpu_burst.sh INIT_RUN MINUTES CORPUS.xz [CORPUS.xz ...]
 #
-# The corpus files come from `python -m models.reasoner_tiny.train --encoded FILE`
-# (encode them where CPU time is cheap). Runs land in build/burst-large and
+# The corpus files come from `python -m models.reasoner_tiny.train --encoded FILE
+# --encode-only` (encode them where CPU time is cheap). Runs land in build/burst-large and
 # build/burst-small; with $OUT set, each comes back as $OUT/burst-NAME.tar plus its log.
 # Measure and ship one as usual: python -m models.reasoner_tiny.ship build/burst-NAME
 set -euo pipefail
