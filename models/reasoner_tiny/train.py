@@ -7,7 +7,8 @@ model card and copies it into this folder, where ``Engine.load("bundled")`` find
 
 Encoding the corpus takes minutes; ``--encoded FILE`` keeps it for the next run (and
 ``--workers`` spreads it over cores). ``--init-from RUN`` starts from another run's
-weights with a fresh schedule, e.g. a burst on a GPU (``--decay-over-minutes``).
+weights and tokenizer with a fresh schedule, e.g. a burst on a GPU
+(``--decay-over-minutes``), or a run that works on a few skills (``--weight SKILL=W``).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from itertools import repeat
 from pathlib import Path
 
 import torch
@@ -24,7 +26,7 @@ import torch
 from engine import ChatTemplate, Engine, ModelConfig, Tokenizer
 from engine.train import EncodedData, Example, TrainConfig, encode_examples, train
 
-from .corpus import training_items, vocabulary
+from .corpus import SKILLS, training_items, vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -34,50 +36,62 @@ CANVAS = 135  # reply tokens: the corpus's longest reply, thinking and answer
 CHUNK = 10_000  # examples per encoding task
 
 
-def build_engine(seed: int, **shape) -> Engine:
+def build_engine(seed: int, tokenizer: Tokenizer | None = None, **shape) -> Engine:
     """A fresh, untrained reasoner-tiny: the corpus's words as whole tokens, everything
     else one byte per token, and spoken-question normalisation.
 
-    ``shape`` overrides the shipped model's shape (smaller models for quick checks).
+    ``tokenizer`` replaces that tokenizer (a run's own, see ``start_from``); ``shape``
+    overrides the shipped model's shape (smaller models for quick checks).
     """
-    template = ChatTemplate(normalise_user_text=True, operand_slots=True)
-    tokenizer = Tokenizer.word_level(vocabulary(), template=template)
+    if tokenizer is None:
+        template = ChatTemplate(normalise_user_text=True, operand_slots=True)
+        tokenizer = Tokenizer.word_level(vocabulary(), template=template)
     config = ModelConfig(vocab_size=tokenizer.vocab_size, **(SHAPE | shape))
     return Engine.random(config, seed=seed, device="auto", tokenizer=tokenizer)
 
 
-def examples(count: int, seed: int, skills: Collection[str] | None = None) -> list[Example]:
-    items = training_items(count, seed, skills)
+def examples(
+    count: int,
+    seed: int,
+    skills: Collection[str] | None = None,
+    weights: Mapping[str, float] | None = None,
+) -> list[Example]:
+    items = training_items(count, seed, skills, weights=weights)
     return [Example(i.messages(), i.answer, i.thinking) for i in items]
 
 
 def encoded_corpus(
-    engine: Engine, count: int, seed: int, workers: int = 1, chunk: int = CHUNK
+    engine: Engine,
+    count: int,
+    seed: int,
+    workers: int = 1,
+    chunk: int = CHUNK,
+    weights: Mapping[str, float] | None = None,
 ) -> EncodedData:
-    """The training corpus on a canvas of ``CANVAS`` tokens, encoded by ``workers``
-    processes (the same rows for any number of them).
+    """The training corpus on a canvas of ``CANVAS`` tokens, encoded with ``engine``'s
+    tokenizer by ``workers`` processes (the same rows for any number of them).
 
     The rare example that does not fit (a reply longer than the canvas, or earlier
     exchanges that leave too little room for it) is left out, and counted in the log.
     """
-    corpus = examples(count, seed)
+    corpus = examples(count, seed, weights=weights)
     chunks = [corpus[i : i + chunk] for i in range(0, len(corpus), chunk)]
-    limit = engine.model.config.max_seq_len
+    arguments = (chunks, repeat(engine.tokenizer), repeat(engine.model.config.max_seq_len))
     if workers <= 1:
-        parts = [_encode(chunk, limit) for chunk in chunks]
+        parts = list(map(_encode, *arguments))
     else:
         with ProcessPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
-            parts = list(pool.map(_encode, chunks, [limit] * len(chunks)))
+            parts = list(pool.map(_encode, *arguments))
     parts = [part for part in parts if part is not None]
     if not parts:
-        raise ValueError(f"no example fits a context of {limit} tokens")
+        raise ValueError(f"no example fits a context of {engine.model.config.max_seq_len} tokens")
     dropped = len(corpus) - sum(len(part.tokens) for part in parts)
     log.info("%d of %d examples do not fit the context and are left out", dropped, len(corpus))
     return EncodedData.concat(parts, engine.tokenizer.end_id)
 
 
-def _encode(chunk: Sequence[Example], max_seq_len: int) -> EncodedData | None:
-    engine = build_engine(0, max_seq_len=max_seq_len)
+def _encode(chunk: Sequence[Example], tokenizer: Tokenizer, max_seq_len: int) -> EncodedData | None:
+    engine = build_engine(0, tokenizer, max_seq_len=max_seq_len)
     prompts, replies = encode_examples(engine.tokenizer, chunk)
     fits = [
         i
@@ -90,12 +104,29 @@ def _encode(chunk: Sequence[Example], max_seq_len: int) -> EncodedData | None:
     return EncodedData.from_ids(prompts, replies, CANVAS, engine)
 
 
-def start_from(engine: Engine, run: str | Path) -> None:
-    """Load another run's weights into ``engine``; both must share the tokenizer."""
-    other = Engine.load(run, device="cpu")
-    if other.tokenizer.fingerprint() != engine.tokenizer.fingerprint():
-        raise ValueError(f"{run} was trained with another tokenizer; it cannot be continued")
-    engine.model.load_state_dict(other.model.float().state_dict())
+def start_from(run: str | Path) -> Engine:
+    """Another run's weights and tokenizer, in float32, to train with a fresh schedule.
+
+    Its tokenizer stays even when the corpus's vocabulary has changed since (new phrasings
+    add words): a word it does not keep whole reaches the model spelled out, as any word
+    a user says that it never learned. Only a fresh run takes up a new vocabulary.
+    """
+    return Engine.load(run, device="auto", dtype=torch.float32)
+
+
+def skill_weights(pairs: Sequence[str]) -> dict[str, float]:
+    """``["out of scope=4", …]`` → ``{"out of scope": 4.0, …}``."""
+    weights = {}
+    for pair in pairs:
+        name, _, weight = pair.rpartition("=")
+        name = name.strip()
+        if name not in SKILLS:
+            raise ValueError(f"--weight: no skill named {name!r}; the skills are {list(SKILLS)}")
+        try:
+            weights[name] = float(weight)
+        except ValueError:
+            raise ValueError(f"--weight takes SKILL=NUMBER, not {pair!r}") from None
+    return weights
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,22 +163,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--encode-only", action="store_true", help="write --encoded, then stop (no training)"
     )
-    parser.add_argument("--init-from", type=Path, help="start from this run's weights")
+    parser.add_argument(
+        "--init-from", type=Path, help="start from this run's weights and tokenizer"
+    )
+    parser.add_argument(
+        "--weight",
+        action="append",
+        default=[],
+        metavar="SKILL=W",
+        help="a skill's share in the corpus, e.g. --weight 'out of scope=4' (repeatable; "
+        "the others keep the recipe's)",
+    )
     args = parser.parse_args(argv)
     if args.encode_only and not args.encoded:
         parser.error("--encode-only needs --encoded FILE")
+    try:
+        weights = skill_weights(args.weight)
+    except ValueError as error:
+        parser.error(str(error))
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
-    engine = build_engine(args.seed)
-    if args.init_from:
-        start_from(engine, args.init_from)
+    engine = start_from(args.init_from) if args.init_from else build_engine(args.seed)
     if args.encoded and all(path.is_file() for path in args.encoded):
         parts = [EncodedData.load(path, engine) for path in args.encoded]
         data = EncodedData.concat(parts, engine.tokenizer.end_id)
     else:
         if args.encoded and len(args.encoded) > 1:
             parser.error("to encode the corpus, give --encoded one file")
-        data = encoded_corpus(engine, args.examples, args.seed, args.workers)
+        data = encoded_corpus(engine, args.examples, args.seed, args.workers, weights=weights)
         if args.encoded:
             data.save(args.encoded[0], engine)
     print(f"{len(data.tokens):,} examples, a canvas of {data.reply_length} tokens")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import re
+from collections import Counter
 
 import pytest
 import torch
 
-from engine import Engine, ModelConfig
+from engine import Engine, Tokenizer
 from engine.normalise import normalise_spoken
 from engine.train import EncodedData, TrainConfig, train
 from models.reasoner_tiny import corpus
@@ -25,7 +26,14 @@ from models.reasoner_tiny.corpus import (
     vocabulary,
 )
 from models.reasoner_tiny.evaluate import evaluate
-from models.reasoner_tiny.train import CANVAS, build_engine, encoded_corpus, examples, start_from
+from models.reasoner_tiny.train import (
+    CANVAS,
+    build_engine,
+    encoded_corpus,
+    examples,
+    skill_weights,
+    start_from,
+)
 
 CONTENT_SKILLS = set(SKILLS) - {"calendar", "conversation", "out of scope"}
 
@@ -101,18 +109,36 @@ def test_follow_up_sets_ask_the_held_out_questions_after_a_held_out_exchange():
             assert [m["role"] for m in item.messages()][-3:] == ["user", "assistant", "user"]
 
 
+def phrase_sets() -> list[tuple[list[str], list[str]]]:
+    """Every (training phrasings, held-out phrasings) pair of the corpus."""
+    sets = [v for k, v in vars(corpus).items() if k.endswith("_PHRASES")]
+    sets += [corpus.OUT_OF_SCOPE]
+    for by_kind in [s for s in sets if isinstance(s, dict)]:
+        sets += by_kind.values()
+    sets = [s for s in sets if isinstance(s, tuple)]
+    assert len(sets) > 20
+    return sets
+
+
+def words_of(phrasings: list[str]) -> set[str]:
+    return {word for phrasing in phrasings for word in re.findall(r"[a-z]+", phrasing.lower())}
+
+
 def held_out_phrasing_words() -> set[str]:
-    phrase_sets = [v for k, v in vars(corpus).items() if k.endswith("_PHRASES")]
-    phrase_sets += [corpus.OUT_OF_SCOPE]
-    for by_kind in [s for s in phrase_sets if isinstance(s, dict)]:
-        phrase_sets += by_kind.values()
-    phrase_sets = [s for s in phrase_sets if isinstance(s, tuple)]
-    assert len(phrase_sets) > 20
-    words = set()
-    for _, held_out in phrase_sets:
-        for phrasing in held_out:
-            words |= set(re.findall(r"[a-z]+", phrasing.lower()))
-    return words | {w for fill in corpus.OUT_OF_SCOPE_FILLS[True] for w in fill.split()}
+    words = set().union(*(words_of(held_out) for _, held_out in phrase_sets()))
+    return words | words_of(corpus.OUT_OF_SCOPE_FILLS[True])
+
+
+def test_every_held_out_request_out_of_scope_has_a_word_training_never_uses():
+    """Refusals are measured on requests unlike any trained one, not on near-copies:
+    "what is the history of {x}" is held out, so no training phrasing says "history"."""
+    trained = set().union(*(words_of(training) for training, _ in phrase_sets()))
+    trained |= words_of(corpus.OUT_OF_SCOPE_FILLS[False])
+    training, held_out = corpus.OUT_OF_SCOPE
+    assert len(training) >= 10 * len(held_out)
+    for phrasing in held_out:
+        assert words_of([phrasing]) - trained, phrasing
+    assert not set(training) & set(held_out)
 
 
 def test_unknown_words_are_spelled_out_and_never_give_away_a_held_out_phrasing():
@@ -221,14 +247,33 @@ def test_examples_that_do_not_fit_the_context_are_left_out():
     assert data.reply_length == CANVAS and data.tokens.shape[1] <= CANVAS + 75
 
 
-def test_a_run_starts_from_another_runs_weights_only_with_the_same_tokenizer(tmp_path):
+def test_a_run_continues_another_runs_weights_and_tokenizer(tmp_path):
+    """The corpus's vocabulary may have changed since the run was trained (new phrasings):
+    the continued run keeps its tokenizer and gets its corpus encoded with it."""
     shape = dict(d_model=32, n_layers=1, n_heads=2)
-    build_engine(5, **shape).save(tmp_path / "trained")
-    engine = build_engine(0, **shape)
-    start_from(engine, tmp_path / "trained")
+    template = build_engine(0, **shape).tokenizer.template
+    older = Tokenizer.word_level(vocabulary()[5:], template=template)  # a few words fewer
+    build_engine(5, older, **shape).save(tmp_path / "trained")
+    engine = start_from(tmp_path / "trained")
     for name, tensor in Engine.load(tmp_path / "trained").model.state_dict().items():
         assert torch.equal(engine.model.state_dict()[name].cpu(), tensor.float().cpu()), name
-    other = Engine.random(ModelConfig(vocab_size=300, d_model=32, n_layers=1, n_heads=2), seed=0)
-    other.save(tmp_path / "other")
-    with pytest.raises(ValueError, match="another tokenizer"):
-        start_from(engine, tmp_path / "other")
+    assert next(engine.model.parameters()).dtype == torch.float32
+    assert engine.tokenizer.fingerprint() == older.fingerprint()
+    assert engine.tokenizer.fingerprint() != build_engine(0, **shape).tokenizer.fingerprint()
+    data = encoded_corpus(engine, 200, seed=3, workers=2, chunk=70)
+    assert torch.equal(data.tokens, EncodedData.build(engine, examples(200, seed=3), CANVAS).tokens)
+
+
+def test_skill_weights_shift_the_mix_and_unknown_skills_are_refused():
+    weights = skill_weights(["out of scope=6", "conversation = 0"])
+    assert weights == {"out of scope": 6.0, "conversation": 0.0}
+    plain = Counter(item.skill for item in training_items(4000, seed=1))
+    shifted = Counter(item.skill for item in training_items(4000, seed=1, weights=weights))
+    assert shifted["out of scope"] > 2.5 * plain["out of scope"]
+    assert shifted["conversation"] == 0 < plain["conversation"]
+    with pytest.raises(ValueError, match="no skill named 'jokes'"):
+        skill_weights(["jokes=2"])
+    with pytest.raises(ValueError, match="SKILL=NUMBER"):
+        skill_weights(["addition=lots"])
+    with pytest.raises(ValueError, match="no skill named"):
+        training_items(10, weights={"jokes": 2.0})
