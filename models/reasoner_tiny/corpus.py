@@ -825,6 +825,24 @@ OUT_OF_SCOPE_FILLS = {
 }
 
 
+def phrasings() -> list[tuple[list[str], list[str]]]:
+    """Every (training phrasings, held-out phrasings) pair of the corpus."""
+    by_kind = [*CALENDAR_PHRASES.values(), *CHAT_PHRASES.values()]
+    return [
+        *(ADD_PHRASES, SUB_PHRASES, MUL_PHRASES, DIV_PHRASES, COUNT_PHRASES, SPELL_PHRASES),
+        *(BACKWARDS_PHRASES, FIRST_PHRASES, LAST_PHRASES, BIGGER_PHRASES, SMALLER_PHRASES),
+        *(IS_BIGGER_PHRASES, ORDER_PHRASES, CONVERT_PHRASES, OUT_OF_SCOPE, *by_kind),
+    ]
+
+
+def held_out_phrasing_words() -> set[str]:
+    """The words of the held-out phrasings and topics, which no made-up or unknown word
+    may be (training on spelling "see" would teach the held-out "see you")."""
+    texts = [text for _, held_out in phrasings() for text in held_out]
+    texts += OUT_OF_SCOPE_FILLS[True]
+    return {word for text in texts for word in re.findall(r"[a-z]+", text.lower())}
+
+
 # --------------------------------------------------------------------------- words
 
 WORDS = """
@@ -944,10 +962,12 @@ def made_up_words(count: int = 3000) -> tuple[str, ...]:
     With only the ~140 real training words the model learns their spellings by heart and
     spells no held-out word; thousands of words it sees a few times each leave copying the
     letters from the operand slot as the only way. None is a real word to spell, an
-    unknown word or a word the tokenizer keeps whole (so no training phrasing word).
+    unknown word, a word the tokenizer keeps whole (so no training phrasing word) or a
+    held-out phrasing word.
     """
     rng = random.Random("made-up words")
     taken = {w.strip().lower() for w in vocabulary()} | set(WORDS) | set(UNKNOWN_WORDS)
+    taken |= held_out_phrasing_words()
     words: set[str] = set()
     while len(words) < count:
         syllables = rng.choice((1, 1, 1, 2, 2, 3))

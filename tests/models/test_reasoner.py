@@ -19,6 +19,7 @@ from models.reasoner_tiny.corpus import (
     UNKNOWN_WORDS,
     WORD_SKILLS,
     WORDS,
+    held_out_phrasing_words,
     held_out_set,
     is_held_out,
     made_up_words,
@@ -109,30 +110,25 @@ def test_follow_up_sets_ask_the_held_out_questions_after_a_held_out_exchange():
             assert [m["role"] for m in item.messages()][-3:] == ["user", "assistant", "user"]
 
 
-def phrase_sets() -> list[tuple[list[str], list[str]]]:
-    """Every (training phrasings, held-out phrasings) pair of the corpus."""
+def words_of(phrasings: list[str]) -> set[str]:
+    return {word for phrasing in phrasings for word in re.findall(r"[a-z]+", phrasing.lower())}
+
+
+def test_the_phrasing_list_holds_every_phrasing_set():
     sets = [v for k, v in vars(corpus).items() if k.endswith("_PHRASES")]
     sets += [corpus.OUT_OF_SCOPE]
     for by_kind in [s for s in sets if isinstance(s, dict)]:
         sets += by_kind.values()
     sets = [s for s in sets if isinstance(s, tuple)]
     assert len(sets) > 20
-    return sets
-
-
-def words_of(phrasings: list[str]) -> set[str]:
-    return {word for phrasing in phrasings for word in re.findall(r"[a-z]+", phrasing.lower())}
-
-
-def held_out_phrasing_words() -> set[str]:
-    words = set().union(*(words_of(held_out) for _, held_out in phrase_sets()))
-    return words | words_of(corpus.OUT_OF_SCOPE_FILLS[True])
+    assert {id(s) for s in sets} == {id(s) for s in corpus.phrasings()}
+    assert {"calculate", "history", "see", "kenya"} <= held_out_phrasing_words()
 
 
 def test_every_held_out_request_out_of_scope_has_a_word_training_never_uses():
     """Refusals are measured on requests unlike any trained one, not on near-copies:
     "what is the history of {x}" is held out, so no training phrasing says "history"."""
-    trained = set().union(*(words_of(training) for training, _ in phrase_sets()))
+    trained = set().union(*(words_of(training) for training, _ in corpus.phrasings()))
     trained |= words_of(corpus.OUT_OF_SCOPE_FILLS[False])
     training, held_out = corpus.OUT_OF_SCOPE
     assert len(training) >= 10 * len(held_out)
@@ -145,7 +141,6 @@ def test_unknown_words_are_spelled_out_and_never_give_away_a_held_out_phrasing()
     engine = build_engine(seed=0, d_model=32, n_layers=1, n_heads=2)
     whole = {word.strip().lower() for word in vocabulary()}
     assert not set(UNKNOWN_WORDS) & (whole | set(WORDS) | held_out_phrasing_words())
-    assert "calculate" in held_out_phrasing_words()  # the check sees the held-out side
     for word in UNKNOWN_WORDS:
         assert len(engine.tokenizer.encode(f" {word}")) == len(word) + 1, word
     items = training_items(4000, seed=0)
@@ -164,7 +159,7 @@ def test_made_up_words_are_new_spelled_out_and_asked_about_consistently():
     made_up = made_up_words()
     whole = {word.strip().lower() for word in vocabulary()}
     assert len(set(made_up)) == len(made_up) >= 1000
-    assert not set(made_up) & (whole | set(WORDS) | set(UNKNOWN_WORDS))
+    assert not set(made_up) & (whole | set(WORDS) | set(UNKNOWN_WORDS) | held_out_phrasing_words())
     assert all(3 <= len(w) <= 11 and w.isalpha() and w.islower() for w in made_up)
     for word in made_up[::50]:
         assert len(engine.tokenizer.encode(f" {word}")) == len(word) + 1, word
