@@ -18,7 +18,8 @@ QUICKSILVER = shutil.which("quicksilver")
 CONTEXT = {"role": "system", "content": "Today is Monday, November 30, 2026."}
 
 # What this build answers right, one or two per skill it has learnt (see MODEL_CARD.md:
-# about half the held-out questions overall; not yet letter counting or conversions).
+# over half the held-out questions overall and nearly every out-of-scope request; not yet
+# letter counting or conversions).
 # The numbers, words and some phrasings are held out (never trained on); the day is
 # read from the date the assistant passes in the context.
 ANSWERS = {
@@ -30,18 +31,20 @@ ANSWERS = {
     "what is the capital of france": REFUSAL,
     "tell me a joke": REFUSAL,
     "Tell me 33 plus 257?": "33 plus 257 is 290.",
-    "tell me nine hundred and fifty-nine minus five hundred and sixty-three for me.": (
-        "959 minus 563 is 396."
-    ),
+    "um what's seven hundred and seventy-eight minus fifty-eight.": "778 minus 58 is 720.",
+    "Um what's 8 minus 379?": "8 minus 379 is minus 371.",
     "what's 8 times 3?": "8 times 3 is 24.",
     "tell me 91 times 3?": "91 times 3 is 273.",
-    "Tell me 981 divided by three?": "981 divided by 3 is 327.",
+    "Calculate 171 divided by nine?": "171 divided by 9 is 19.",
     "how do I spell forest": "Forest is spelled F, O, R, E, S, T.",
     "How do you spell forest backwards please?": "Forest backwards is T, S, E, R, O, F.",
     "What's the last letter of kitchen?": "The last letter of kitchen is N.",
     "What is smaller 891 or 40?": "40 is smaller than 891.",
     "put these in order 40, 92, 57 and 85?": "From smallest to largest: 40, 57, 85, 92.",
     "what day is it today": "Today is Monday.",
+    "many thanks": CHAT["thanks"],
+    "what is the history of kenya": REFUSAL,
+    "remind me to call berlin please": REFUSAL,
 }
 
 
