@@ -126,6 +126,8 @@ def skill_weights(pairs: Sequence[str]) -> dict[str, float]:
             weights[name] = float(weight)
         except ValueError:
             raise ValueError(f"--weight takes SKILL=NUMBER, not {pair!r}") from None
+        if not weights[name] >= 0:
+            raise ValueError(f"--weight: a share is 0 or more, not {pair!r}")
     return weights
 
 

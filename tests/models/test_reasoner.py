@@ -270,5 +270,7 @@ def test_skill_weights_shift_the_mix_and_unknown_skills_are_refused():
         skill_weights(["jokes=2"])
     with pytest.raises(ValueError, match="SKILL=NUMBER"):
         skill_weights(["addition=lots"])
+    with pytest.raises(ValueError, match="0 or more"):
+        skill_weights(["addition=-1"])
     with pytest.raises(ValueError, match="no skill named"):
         training_items(10, weights={"jokes": 2.0})
