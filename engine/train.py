@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from .api import Engine
-from .tokenizer import Conversation
+from .tokenizer import Conversation, Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -286,7 +286,7 @@ class EncodedData:
 
 
 def encode_examples(
-    tokenizer, examples: Sequence[Example]
+    tokenizer: Tokenizer, examples: Sequence[Example]
 ) -> tuple[list[list[int]], list[list[int]]]:
     """Prompt ids and reply ids of each example."""
     prompts = [tokenizer.prompt_ids(e.conversation) for e in examples]

@@ -22,7 +22,7 @@ import random
 import re
 import zlib
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from engine.normalise import normalise_spoken
@@ -835,12 +835,16 @@ def phrasings() -> list[tuple[list[str], list[str]]]:
     ]
 
 
+def words_in(texts: Iterable[str]) -> set[str]:
+    """The lower-case words of some phrasings or topics (placeholders count as words)."""
+    return {word for text in texts for word in re.findall(r"[a-z]+", text.lower())}
+
+
 def held_out_phrasing_words() -> set[str]:
     """The words of the held-out phrasings and topics, which no made-up or unknown word
     may be (training on spelling "see" would teach the held-out "see you")."""
     texts = [text for _, held_out in phrasings() for text in held_out]
-    texts += OUT_OF_SCOPE_FILLS[True]
-    return {word for text in texts for word in re.findall(r"[a-z]+", text.lower())}
+    return words_in([*texts, *OUT_OF_SCOPE_FILLS[True]])
 
 
 # --------------------------------------------------------------------------- words
@@ -1034,6 +1038,13 @@ def with_unknown_words(items: list[Item], rng: random.Random) -> list[Item]:
     return out
 
 
+def check_skill_names(names: Iterable[str]) -> None:
+    """Refuse a skill the corpus does not have, naming the ones it has."""
+    for name in names:
+        if name not in SKILLS:
+            raise ValueError(f"no skill named {name!r}; the skills are {list(SKILLS)}")
+
+
 def training_items(
     count: int,
     seed: int = 0,
@@ -1050,12 +1061,11 @@ def training_items(
     counted from them) do not depend on it.
     """
     names = list(skills or SKILLS)
-    unknown = set(weights or {}) - set(SKILLS)
-    if unknown:
-        raise ValueError(f"no skill named {sorted(unknown)}; the skills are {list(SKILLS)}")
+    overrides = weights or {}
+    check_skill_names(overrides)
     rng = random.Random(seed)
     makers = [SKILLS[name][0] for name in names]
-    shares = [(weights or {}).get(name, SKILLS[name][1]) for name in names]
+    shares = [overrides.get(name, SKILLS[name][1]) for name in names]
     items = [
         with_date(rng.choices(makers, shares)[0](rng, False), rng, False) for _ in range(count)
     ]

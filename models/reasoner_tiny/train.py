@@ -26,7 +26,7 @@ import torch
 from engine import ChatTemplate, Engine, ModelConfig, Tokenizer
 from engine.train import EncodedData, Example, TrainConfig, encode_examples, train
 
-from .corpus import SKILLS, training_items, vocabulary
+from .corpus import check_skill_names, training_items, vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,8 @@ def encoded_corpus(
     """
     corpus = examples(count, seed, weights=weights)
     chunks = [corpus[i : i + chunk] for i in range(0, len(corpus), chunk)]
-    arguments = (chunks, repeat(engine.tokenizer), repeat(engine.model.config.max_seq_len))
+    limit = engine.model.config.max_seq_len
+    arguments = (chunks, repeat(engine.tokenizer), repeat(limit))
     if workers <= 1:
         parts = list(map(_encode, *arguments))
     else:
@@ -84,7 +85,7 @@ def encoded_corpus(
             parts = list(pool.map(_encode, *arguments))
     parts = [part for part in parts if part is not None]
     if not parts:
-        raise ValueError(f"no example fits a context of {engine.model.config.max_seq_len} tokens")
+        raise ValueError(f"no example fits a context of {limit} tokens")
     dropped = len(corpus) - sum(len(part.tokens) for part in parts)
     log.info("%d of %d examples do not fit the context and are left out", dropped, len(corpus))
     return EncodedData.concat(parts, engine.tokenizer.end_id)
@@ -120,14 +121,13 @@ def skill_weights(pairs: Sequence[str]) -> dict[str, float]:
     for pair in pairs:
         name, _, weight = pair.rpartition("=")
         name = name.strip()
-        if name not in SKILLS:
-            raise ValueError(f"--weight: no skill named {name!r}; the skills are {list(SKILLS)}")
+        check_skill_names([name])
         try:
             weights[name] = float(weight)
         except ValueError:
-            raise ValueError(f"--weight takes SKILL=NUMBER, not {pair!r}") from None
+            raise ValueError(f"a weight is SKILL=NUMBER, not {pair!r}") from None
         if not weights[name] >= 0:
-            raise ValueError(f"--weight: a share is 0 or more, not {pair!r}")
+            raise ValueError(f"a share is 0 or more, not {pair!r}")
     return weights
 
 
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         weights = skill_weights(args.weight)
     except ValueError as error:
-        parser.error(str(error))
+        parser.error(f"--weight: {error}")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     engine = start_from(args.init_from) if args.init_from else build_engine(args.seed)

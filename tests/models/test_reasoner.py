@@ -25,6 +25,7 @@ from models.reasoner_tiny.corpus import (
     made_up_words,
     training_items,
     vocabulary,
+    words_in,
 )
 from models.reasoner_tiny.evaluate import evaluate
 from models.reasoner_tiny.train import (
@@ -110,10 +111,6 @@ def test_follow_up_sets_ask_the_held_out_questions_after_a_held_out_exchange():
             assert [m["role"] for m in item.messages()][-3:] == ["user", "assistant", "user"]
 
 
-def words_of(phrasings: list[str]) -> set[str]:
-    return {word for phrasing in phrasings for word in re.findall(r"[a-z]+", phrasing.lower())}
-
-
 def test_the_phrasing_list_holds_every_phrasing_set():
     sets = [v for k, v in vars(corpus).items() if k.endswith("_PHRASES")]
     sets += [corpus.OUT_OF_SCOPE]
@@ -128,12 +125,12 @@ def test_the_phrasing_list_holds_every_phrasing_set():
 def test_every_held_out_request_out_of_scope_has_a_word_training_never_uses():
     """Refusals are measured on requests unlike any trained one, not on near-copies:
     "what is the history of {x}" is held out, so no training phrasing says "history"."""
-    trained = set().union(*(words_of(training) for training, _ in corpus.phrasings()))
-    trained |= words_of(corpus.OUT_OF_SCOPE_FILLS[False])
+    trained = set().union(*(words_in(training) for training, _ in corpus.phrasings()))
+    trained |= words_in(corpus.OUT_OF_SCOPE_FILLS[False])
     training, held_out = corpus.OUT_OF_SCOPE
     assert len(training) >= 10 * len(held_out)
     for phrasing in held_out:
-        assert words_of([phrasing]) - trained, phrasing
+        assert words_in([phrasing]) - trained, phrasing
     assert not set(training) & set(held_out)
 
 
