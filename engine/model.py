@@ -10,6 +10,10 @@ The same weights run three ways:
 * with ``prompt_sees_reply=False`` the prompt attends only to itself, so its keys and
   values do not depend on the canvas and can be cached exactly across denoising steps;
 * causally with a KV cache (the autoregressive baseline in ``benchmarks/engine.py``).
+
+A pass may also run only some positions (:class:`Scattered`): those tokens are
+computed and attend to keys/values that earlier passes left in the cache, which is how
+the sampler skips canvas positions it has already committed.
 """
 
 from __future__ import annotations
@@ -104,11 +108,25 @@ class ModelConfig:
         return self.n_layers * block + embeddings + self.d_model
 
 
+@dataclass(frozen=True)
+class Scattered:
+    """Where a pass's tokens sit when they are not one contiguous run.
+
+    The tokens are at absolute ``positions`` (1-D, any order) and attend to the first
+    ``context`` positions of the KV cache, every one of which an earlier pass (or this
+    one) must have written.
+    """
+
+    positions: Tensor
+    context: int
+
+
 class KVCache:
     """Keys and values of every layer at absolute positions, preallocated to a length.
 
     A forward pass over positions ``[start, start + n)`` writes its keys/values there
-    and attends to ``[0, start + n)``. Which prefix stays valid between passes is the
+    and attends to ``[0, start + n)``; a :class:`Scattered` pass writes at its positions
+    and attends to its context. Which positions stay valid between passes is the
     caller's knowledge: the sampler keeps the prompt, the autoregressive loop keeps all.
     """
 
@@ -127,12 +145,18 @@ class KVCache:
         copy.length = self.length
         return copy
 
-    def update(self, layer: int, start: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        end = start + k.shape[2]
+    def update(
+        self, layer: int, start: int | Scattered, k: Tensor, v: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """Write a pass's keys/values; return every key/value the pass attends to."""
+        if isinstance(start, Scattered):
+            where, end = start.positions, start.context
+        else:
+            where, end = slice(start, start + k.shape[2]), start + k.shape[2]
         if end > self.length:
             raise ValueError(f"KV cache holds {self.length} positions, pass needs {end}")
-        self.keys[layer][:, :, start:end] = k
-        self.values[layer][:, :, start:end] = v
+        self.keys[layer][:, :, where] = k
+        self.values[layer][:, :, where] = v
         return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
 
 
@@ -183,7 +207,7 @@ class Attention(nn.Module):
         x: Tensor,
         cos: Tensor,
         sin: Tensor,
-        start: int,
+        start: int | Scattered,
         mask: Tensor | None,
         causal: bool,
         cache: KVCache | None,
@@ -281,30 +305,37 @@ class Transformer(nn.Module):
         self,
         tokens: Tensor,
         *,
-        start: int = 0,
+        start: int | Scattered = 0,
         prompt_len: Tensor | int | None = None,
         causal: bool = False,
         cache: KVCache | None = None,
-        logits_for: slice | None = None,
+        logits_for: slice | Tensor | None = None,
     ) -> Tensor:
         """Logits (batch, n, vocab) for ``tokens`` (batch, n) at positions ``start..start+n``.
 
-        ``prompt_len`` (an int, or one per row) marks the prompt; with
-        ``prompt_sees_reply=False`` prompt queries then attend to prompt keys only.
-        ``logits_for`` (a slice of the n positions) skips the output layer elsewhere,
-        which matters with large vocabularies.
+        ``start`` may instead be :class:`Scattered` (bidirectional, with a ``cache``):
+        the n tokens sit at its positions. ``prompt_len`` (an int, or one per row) marks
+        the prompt; with ``prompt_sees_reply=False`` prompt queries then attend to prompt
+        keys only. ``logits_for`` (a slice or index of the n positions) skips the output
+        layer elsewhere, which matters with large vocabularies.
         """
         n = tokens.shape[1]
-        if start + n > self.config.max_seq_len:
+        if isinstance(start, Scattered):
+            if causal or cache is None:
+                raise ValueError("a scattered pass is bidirectional and needs a KV cache")
+            queries, keys = start.positions.to(tokens.device), start.context
+        else:
+            queries, keys = torch.arange(start, start + n, device=tokens.device), start + n
+        if keys > self.config.max_seq_len:
             raise ValueError(
-                f"sequence of {start + n} tokens exceeds the model's context of "
+                f"sequence of {keys} tokens exceeds the model's context of "
                 f"{self.config.max_seq_len}; shorten the prompt or lower max_new_tokens"
             )
         cos, sin = self.rope(tokens.device)
-        cos, sin = cos[start : start + n], sin[start : start + n]
+        cos, sin = cos[queries], sin[queries]
         mask = None
         if not causal and not self.config.prompt_sees_reply and prompt_len is not None:
-            mask = prompt_isolation_mask(prompt_len, start, n, tokens.device)
+            mask = prompt_isolation_mask(prompt_len, queries, keys)
         x = self.embed(tokens)
         for block in self.blocks:
             x = block(x, cos, sin, start, mask, causal, cache)
@@ -313,15 +344,14 @@ class Transformer(nn.Module):
         return self.lm_head(self.norm(x))
 
 
-def prompt_isolation_mask(prompt_len: Tensor | int, start: int, n: int, device) -> Tensor | None:
+def prompt_isolation_mask(prompt_len: Tensor | int, queries: Tensor, keys: int) -> Tensor | None:
     """Attention mask where prompt queries see prompt keys only and reply queries see all.
 
-    Queries are positions ``start..start+n``; keys are ``0..start+n``. Returns None when
-    no query lies in the prompt (nothing to hide).
+    ``queries`` are absolute positions (1-D); keys are ``0..keys``. Returns None when no
+    query lies in the prompt (nothing to hide).
     """
-    lengths = torch.as_tensor(prompt_len, device=device).reshape(-1, 1, 1, 1)
-    if start >= int(lengths.max()):
+    lengths = torch.as_tensor(prompt_len, device=queries.device).reshape(-1, 1, 1, 1)
+    if int(queries.min()) >= int(lengths.max()):
         return None
-    query = torch.arange(start, start + n, device=device).view(1, 1, n, 1)
-    key = torch.arange(start + n, device=device).view(1, 1, 1, start + n)
-    return (key < lengths) | (query >= lengths)
+    key = torch.arange(keys, device=queries.device).view(1, 1, 1, keys)
+    return (key < lengths) | (queries.view(1, 1, -1, 1) >= lengths)

@@ -26,7 +26,15 @@ Options, all in :class:`SamplerConfig`:
 * prompt_cache: reuse the prompt's keys/values across steps. ``"exact"`` does so only
   when the model's prompt cannot see the reply (then it is lossless); ``"approximate"``
   also does it for fully bidirectional models and keeps everything before the current
-  block, refreshed at each block start (Fast-dLLM's prefix cache).
+  block, refreshed at each block start (Fast-dLLM's prefix cache);
+* canvas_cache: ``"delayed"`` runs only the canvas positions still masked, plus those
+  committed by the previous pass, through the model; every other position lends the
+  keys/values it had when last computed (dKV-Cache's delayed caching: a token is cached
+  one pass after it is committed, once its own identity has gone through the model).
+  The first pass, and every ``canvas_refresh``-th pass if set, runs the whole canvas.
+  As the canvas fills, passes shrink; the stale keys/values are an approximation, so
+  measure it on the model at hand (``quicksilver eval``). With a prompt that sees the
+  reply, the prompt's keys/values are kept from the last whole pass too.
 """
 
 from __future__ import annotations
@@ -39,10 +47,11 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from .model import KVCache, Transformer
+from .model import KVCache, Scattered, Transformer
 
 Confidence = Literal["probability", "margin", "entropy"]
 PromptCache = Literal["exact", "approximate", "off"]
+CanvasCache = Literal["off", "delayed"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,8 @@ class SamplerConfig:
     stop_at_end: bool = False
     padding_threshold: float | None = None
     prompt_cache: PromptCache = "exact"
+    canvas_cache: CanvasCache = "off"
+    canvas_refresh: int | None = None  # with canvas_cache: a whole pass every N passes
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -80,6 +91,12 @@ class SamplerConfig:
         if self.prompt_cache not in ("exact", "approximate", "off"):
             raise ValueError(
                 f"prompt_cache must be 'exact', 'approximate' or 'off', got {self.prompt_cache!r}"
+            )
+        if self.canvas_cache not in ("off", "delayed"):
+            raise ValueError(f"canvas_cache must be 'off' or 'delayed', got {self.canvas_cache!r}")
+        if self.canvas_refresh is not None and self.canvas_refresh < 1:
+            raise ValueError(
+                f"canvas_refresh must be at least 1 or None, got {self.canvas_refresh}"
             )
         if self.steps < self.num_blocks:
             raise ValueError(
@@ -137,11 +154,13 @@ def denoise(
     generator = torch.Generator(device=device).manual_seed(config.seed)
 
     cache_mode = _cache_mode(model, config)
+    delayed = config.canvas_cache == "delayed"
     cache = None
-    if cache_mode != "off":
+    if cache_mode != "off" or delayed:
         param = next(model.parameters())
         cache = KVCache(model.config, 1, prompt_len + length, device, param.dtype)
     valid_prefix = 0  # positions [0, valid_prefix) of the cache stay valid between passes
+    fresh = torch.zeros(length, dtype=torch.bool, device=device)  # committed last pass
 
     budgets = config.step_budgets()
     total, step = sum(budgets), 0
@@ -153,15 +172,28 @@ def denoise(
             left = int(masked[block_start:block_end].sum())
             if left == 0:
                 break
-            start, end = valid_prefix, min(block_end, stop)
-            block = slice(prompt_len - start + block_start, prompt_len - start + end)
-            block_logits = model(
-                sequence[:, start : prompt_len + stop],
-                start=start,
-                prompt_len=prompt_len,
-                cache=cache,
-                logits_for=block,
-            )[0]
+            end = min(block_end, stop)
+            whole_pass = (
+                not delayed
+                or step == 0
+                or (steps_done == 0 and cache_mode == "approximate")
+                or (config.canvas_refresh is not None and step % config.canvas_refresh == 0)
+            )
+            if whole_pass:
+                start = valid_prefix
+                block = slice(prompt_len - start + block_start, prompt_len - start + end)
+                block_logits = model(
+                    sequence[:, start : prompt_len + stop],
+                    start=start,
+                    prompt_len=prompt_len,
+                    cache=cache,
+                    logits_for=block,
+                )[0]
+            else:
+                block_logits = _partial_pass(
+                    model, sequence, prompt_len, stop, masked | fresh, (block_start, end), cache
+                )
+            was_masked = masked.clone()
             step += 1
             if cache_mode == "exact":
                 valid_prefix = prompt_len
@@ -187,9 +219,36 @@ def denoise(
                 )
             if config.stop_at_end:
                 committed += _fill_after_end(canvas, masked, end_id)
+            fresh = was_masked & ~masked
             yield DenoiseState(step, total, canvas, masked, committed)
     if bool(masked.any()):  # unreachable by construction; a guard for the budget arithmetic
         raise RuntimeError("denoising ended with masked positions left")
+
+
+def _partial_pass(
+    model: Transformer,
+    sequence: Tensor,
+    prompt_len: int,
+    stop: int,
+    run: Tensor,
+    block: tuple[int, int],
+    cache: KVCache,
+) -> Tensor:
+    """One pass over the canvas positions flagged in ``run`` (before ``stop``); the rest
+    come from the cache. Returns logits for the block, zero where nothing was run."""
+    canvas_positions = run[:stop].nonzero().squeeze(1)
+    positions = prompt_len + canvas_positions
+    logits = model(
+        sequence[:, positions],
+        start=Scattered(positions, prompt_len + stop),
+        prompt_len=prompt_len,
+        cache=cache,
+    )[0]
+    block_start, end = block
+    block_logits = logits.new_zeros(end - block_start, logits.shape[-1])
+    inside = (canvas_positions >= block_start) & (canvas_positions < end)
+    block_logits[canvas_positions[inside] - block_start] = logits[inside]
+    return block_logits
 
 
 def _cache_mode(model: Transformer, config: SamplerConfig) -> PromptCache:

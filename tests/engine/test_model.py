@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.model import KVCache, ModelConfig, Transformer
+from engine.model import KVCache, ModelConfig, Scattered, Transformer
 
 from .conftest import tiny_config
 
@@ -113,6 +113,44 @@ def test_exact_prompt_cache_gives_the_same_logits():
     from_cache = model(x[:, 10:], start=10, prompt_len=10, cache=cache)
     torch.testing.assert_close(from_cache, reference[:, 10:], atol=1e-5, rtol=1e-5)
     assert not torch.allclose(full[:, 10:], reference[:, 10:])
+
+
+@pytest.mark.parametrize("prompt_sees_reply", [True, False])
+def test_a_scattered_pass_over_unchanged_tokens_matches_the_whole_pass(prompt_sees_reply):
+    config = tiny_config(prompt_sees_reply=prompt_sees_reply)
+    model = build(config)
+    x = tokens(24)
+    cache = KVCache(config, 1, 24, "cpu", torch.float32)
+    whole = model(x, prompt_len=10, cache=cache)
+    positions = torch.tensor([20, 3, 11, 17, 9])  # any order, prompt positions included
+    scattered = model(x[:, positions], start=Scattered(positions, 24), prompt_len=10, cache=cache)
+    torch.testing.assert_close(scattered, whole[:, positions], atol=1e-5, rtol=1e-5)
+
+
+def test_a_scattered_pass_writes_its_keys_and_values():
+    """In one layer a position's keys/values depend on its own token only, so after a
+    scattered pass over the changed positions the cache is exact again."""
+    config = tiny_config(n_layers=1, prompt_sees_reply=False)
+    model = build(config)
+    x = tokens(24)
+    cache = KVCache(config, 1, 24, "cpu", torch.float32)
+    model(x, prompt_len=10, cache=cache)
+    changed = torch.tensor([12, 18, 19])
+    x[0, changed] = 5
+    model(x[:, changed], start=Scattered(changed, 24), prompt_len=10, cache=cache)
+    rest = torch.arange(10, 24)
+    from_cache = model(x[:, rest], start=Scattered(rest, 24), prompt_len=10, cache=cache)
+    torch.testing.assert_close(from_cache, model(x, prompt_len=10)[:, 10:], atol=1e-5, rtol=1e-5)
+
+
+def test_a_scattered_pass_needs_a_cache_and_no_causal_mask():
+    model = build(tiny_config())
+    where = Scattered(torch.tensor([1, 2]), 4)
+    with pytest.raises(ValueError, match="needs a KV cache"):
+        model(tokens(2), start=where)
+    cache = KVCache(model.config, 1, 4, "cpu", torch.float32)
+    with pytest.raises(ValueError, match="bidirectional"):
+        model(tokens(2), start=where, causal=True, cache=cache)
 
 
 def test_context_overflow_is_a_clear_error():

@@ -241,6 +241,42 @@ def test_approximate_cache_refreshes_at_each_block(engine, count_passes):
     assert engine.tokenizer.mask_id not in answer.tokens
 
 
+def test_delayed_canvas_cache_runs_the_masked_and_just_committed_positions(
+    trained_engine, count_passes
+):
+    """24 positions in 8 passes commit 3 a pass; each later pass runs the positions
+    still masked and the 3 committed by the pass before, and the answers hold."""
+    counter = count_passes(trained_engine)
+    for example in MEMORISED:
+        answer = trained_engine.answer(
+            example.conversation, steps=8, max_new_tokens=24, canvas_cache="delayed"
+        )
+        assert (answer.thinking, answer.text) == (example.thinking, example.answer)
+        assert answer.forward_passes == 8
+        assert counter.query_lengths[:8] == [answer.prompt_tokens + 24, 24, 21, 18, 15, 12, 9, 6]
+        counter.query_lengths.clear()
+
+
+def test_canvas_refresh_runs_a_whole_pass_every_n(trained_engine, count_passes):
+    counter = count_passes(trained_engine)
+    example = MEMORISED[0]
+    options = {"steps": 8, "max_new_tokens": 24, "canvas_cache": "delayed"}
+    refreshed = trained_engine.answer(example.conversation, canvas_refresh=4, **options)
+    assert counter.query_lengths == [refreshed.prompt_tokens + 24, 24, 21, 18, 24, 12, 9, 6]
+    every_pass = trained_engine.answer(example.conversation, canvas_refresh=1, **options)
+    plain = trained_engine.answer(example.conversation, steps=8, max_new_tokens=24)
+    assert every_pass.tokens == plain.tokens
+
+
+def test_delayed_canvas_cache_keeps_the_prompt_that_sees_the_reply(engine, count_passes):
+    """A fully bidirectional model: the prompt runs in whole passes only."""
+    counter = count_passes(engine)
+    answer = engine.answer(QUESTION, steps=4, max_new_tokens=16, canvas_cache="delayed")
+    assert counter.query_lengths == [answer.prompt_tokens + 16, 16, 12, 8]
+    assert answer.forward_passes == 4
+    assert engine.tokenizer.mask_id not in answer.tokens
+
+
 @pytest.mark.parametrize(
     ("conversation", "options", "message"),
     [
@@ -260,6 +296,8 @@ def test_approximate_cache_refreshes_at_each_block(engine, count_passes):
         ("hi", {"temperature": -1}, "temperature"),
         ("hi", {"threshold": 1.5}, "threshold"),
         ("hi", {"confidence": "vibes"}, "confidence"),
+        ("hi", {"canvas_cache": "always"}, "canvas_cache must be 'off' or 'delayed'"),
+        ("hi", {"canvas_refresh": 0}, "canvas_refresh must be at least 1"),
         ("hi", {"stepz": 4}, "unknown sampler options"),
     ],
 )
