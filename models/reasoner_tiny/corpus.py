@@ -487,6 +487,12 @@ ADD_PHRASES = (
         "what is the sum of {a} and {b}",
         "!add {a} to {b}",
         "how much is {a} plus {b}",
+        "what's the total of {a} and {b}",
+        "work out {a} plus {b}",
+        "figure out {a} plus {b}",
+        "give me {a} plus {b}",
+        "what does {a} plus {b} make",
+        "{a} plus {b} equals what",
     ],
     ["calculate {a} plus {b}", "tell me {a} plus {b}", "what's {a} plus {b}"],
 )
@@ -499,6 +505,12 @@ SUB_PHRASES = (
         "how much is {a} minus {b}",
         "what do you get if you take {b} from {a}",
         "can you do {a} minus {b}",
+        "work out {a} minus {b}",
+        "figure out {a} minus {b}",
+        "give me {a} minus {b}",
+        "subtract {b} from {a}",
+        "what does {a} minus {b} make",
+        "{a} minus {b} equals what",
     ],
     ["calculate {a} minus {b}", "tell me {a} minus {b}", "what's {a} minus {b}"],
 )
@@ -511,6 +523,12 @@ MUL_PHRASES = (
         "{a} multiplied by {b}",
         "what is {a} multiplied by {b}",
         "how much is {a} times {b}",
+        "work out {a} times {b}",
+        "figure out {a} times {b}",
+        "give me {a} times {b}",
+        "what's the product of {a} and {b}",
+        "what does {a} times {b} make",
+        "{a} times {b} equals what",
     ],
     ["calculate {a} times {b}", "tell me {a} times {b}", "what's {a} times {b}"],
 )
@@ -521,6 +539,11 @@ DIV_PHRASES = (
         "divide {a} by {b}",
         "what's {a} / {b}",
         "how much is {a} divided by {b}",
+        "work out {a} divided by {b}",
+        "figure out {a} divided by {b}",
+        "give me {a} divided by {b}",
+        "what does {a} divided by {b} make",
+        "{a} divided by {b} equals what",
     ],
     ["calculate {a} divided by {b}", "tell me {a} divided by {b}", "what's {a} divided by {b}"],
 )
@@ -531,11 +554,25 @@ COUNT_PHRASES = (
         "count the {l}'s in {w}",
         "how many {l}'s does {w} have",
         "how many letter {l}'s are there in {w}",
+        "give me the number of {l}'s in {w}",
+        "what's the count of {l}'s in {w}",
+        "how many {l}'s occur in {w}",
+        "in {w} how many {l}'s are there",
     ],
     ["how many {l}'s are there in {w}", "count the letter {l} in {w}"],
 )
 SPELL_PHRASES = (
-    ["how do you spell {w}", "spell {w}", "can you spell {w}", "how is {w} spelled"],
+    [
+        "how do you spell {w}",
+        "spell {w}",
+        "can you spell {w}",
+        "how is {w} spelled",
+        "spell out {w}",
+        "what's the spelling of {w}",
+        "give me the spelling of {w}",
+        "please spell {w} for me",
+        "let me hear you spell {w}",
+    ],
     ["spell the word {w}", "how do I spell {w}"],
 )
 BACKWARDS_PHRASES = (
@@ -544,15 +581,40 @@ BACKWARDS_PHRASES = (
         "what is {w} spelled backwards",
         "can you spell {w} backwards",
         "say {w} backwards",
+        "spell {w} in reverse",
+        "reverse the letters of {w}",
+        "what's {w} backwards",
+        "give me {w} backwards",
+        "read {w} backwards",
     ],
     ["spell the word {w} backwards", "how do you spell {w} backwards"],
 )
 FIRST_PHRASES = (
-    ["what is the first letter of {w}", "what letter does {w} start with", "first letter of {w}"],
+    [
+        "what is the first letter of {w}",
+        "what letter does {w} start with",
+        "first letter of {w}",
+        "what does {w} start with",
+        "which letter comes first in {w}",
+        "give me the first letter of {w}",
+        "{w} starts with what letter",
+        "name the first letter in {w}",
+        "what's the opening letter of {w}",
+    ],
     ["which letter does {w} begin with", "what's the first letter of {w}"],
 )
 LAST_PHRASES = (
-    ["what is the last letter of {w}", "what letter does {w} end with", "last letter of {w}"],
+    [
+        "what is the last letter of {w}",
+        "what letter does {w} end with",
+        "last letter of {w}",
+        "what does {w} end with",
+        "which letter comes last in {w}",
+        "give me the last letter of {w}",
+        "{w} ends with what letter",
+        "name the last letter in {w}",
+        "what's the final letter of {w}",
+    ],
     ["which letter does {w} end with", "what's the last letter of {w}"],
 )
 BIGGER_PHRASES = (
@@ -561,6 +623,11 @@ BIGGER_PHRASES = (
         "which is larger {a} or {b}",
         "what is bigger {a} or {b}",
         "which number is bigger {a} or {b}",
+        "which is the bigger number {a} or {b}",
+        "{a} or {b} which is bigger",
+        "out of {a} and {b} which is larger",
+        "which is higher {a} or {b}",
+        "what's bigger {a} or {b}",
     ],
     ["which is greater {a} or {b}", "which one is bigger {a} or {b}"],
 )
@@ -569,11 +636,21 @@ SMALLER_PHRASES = (
         "which is smaller {a} or {b}",
         "which is less {a} or {b}",
         "which number is smaller {a} or {b}",
+        "which is the smaller number {a} or {b}",
+        "{a} or {b} which is smaller",
+        "which is lower {a} or {b}",
+        "what's smaller {a} or {b}",
     ],
     ["which one is smaller {a} or {b}", "what is smaller {a} or {b}"],
 )
 IS_BIGGER_PHRASES = (
-    ["is {a} bigger than {b}", "is {a} larger than {b}", "is {a} more than {b}"],
+    [
+        "is {a} bigger than {b}",
+        "is {a} larger than {b}",
+        "is {a} more than {b}",
+        "is {a} higher than {b}",
+        "is {a} bigger than {b} or not",
+    ],
     ["is {a} greater than {b}"],
 )
 ORDER_PHRASES = (
@@ -582,6 +659,11 @@ ORDER_PHRASES = (
         "sort {n}",
         "order {n} from smallest to largest",
         "arrange {n} from smallest to biggest",
+        "list {n} from smallest to largest",
+        "sort {n} from low to high",
+        "can you sort {n}",
+        "arrange {n} in order",
+        "put {n} in increasing order",
     ],
     ["sort these numbers {n}", "put these in order {n}"],
 )
@@ -591,15 +673,36 @@ CONVERT_PHRASES = (
         "convert {n} {a} to {b}",
         "how many {b} is {n} {a}",
         "what is {n} {a} in {b}",
+        "what's {n} {a} in {b}",
+        "express {n} {a} in {b}",
+        "{n} {a} is how many {b}",
+        "give me {n} {a} in {b}",
+        "{n} {a} equals how many {b}",
+        "how much is {n} {a} in {b}",
     ],
     ["how many {b} are there in {n} {a}", "change {n} {a} into {b}"],
 )
 WEEKDAY_PHRASES = (
-    ["what day is it", "what day is it today", "what day of the week is it"],
+    [
+        "what day is it",
+        "what day is it today",
+        "what day of the week is it",
+        "what day are we on",
+        "today is what day",
+        "what day of the week are we on",
+    ],
     ["which day is it today", "do you know what day it is"],
 )
 DATE_PHRASES = (
-    ["what is the date", "what's today's date", "what is the date today", "what's the date today"],
+    [
+        "what is the date",
+        "what's today's date",
+        "what is the date today",
+        "what's the date today",
+        "what's the date",
+        "today's date please",
+        "give me today's date",
+    ],
     ["what date is it", "do you know the date"],
 )
 TOMORROW_PHRASES = (
@@ -608,6 +711,10 @@ TOMORROW_PHRASES = (
         "what is tomorrow's date",
         "what's the date tomorrow",
         "what day is tomorrow",
+        "what day comes after today",
+        "tomorrow is what day",
+        "what's the day after today",
+        "give me tomorrow's date",
     ],
     ["what will tomorrow be", "which day is tomorrow"],
 )
@@ -617,6 +724,10 @@ IN_DAYS_PHRASES = (
         "what is the date in {n} days",
         "what's the date {n} days from now",
         "what day is it in {n} days",
+        "what's the day {n} days from now",
+        "{n} days from now what day is it",
+        "what day is {n} days from today",
+        "give me the date {n} days from now",
     ],
     ["which day will it be in {n} days", "what date will it be in {n} days"],
 )
