@@ -3,8 +3,9 @@
 For each model size, on one random model (``Engine.random(config, seed=0)``):
 
 * a 256-token answer at 16 and 32 steps (prompt cache off, approximate, and exact on
-  the same weights with the prompt isolated from the reply) against greedy
-  autoregressive decoding of the same transformer run causally with a KV cache;
+  the same weights with the prompt isolated from the reply; exact again with the
+  delayed canvas cache) against greedy autoregressive decoding of the same transformer
+  run causally with a KV cache;
 * time against answer length at 16 steps, and against steps at 256 tokens;
 * forward passes per answer, counted by a hook on the model.
 
@@ -35,6 +36,7 @@ import torch  # noqa: E402
 
 from engine import Engine, ModelConfig, Tokenizer  # noqa: E402
 from engine.model import KVCache, Transformer  # noqa: E402
+from engine.sampler import CanvasCache  # noqa: E402
 
 SIZES: dict[str, Callable[[], ModelConfig]] = {
     "tiny": lambda: ModelConfig(vocab_size=512, d_model=128, n_layers=4, n_heads=4),  # 1M
@@ -61,12 +63,14 @@ class Case:
     cache: str  # "kv" for the baseline; "off", "approximate" or "exact" for diffusion
     steps: int | None
     tokens: int
+    canvas: CanvasCache = "off"
 
     @property
     def label(self) -> str:
         if self.steps is None:
             return "autoregressive, KV cache"
-        return f"diffusion {self.steps} steps, prompt cache {self.cache}"
+        canvas = ", canvas cache delayed" if self.canvas == "delayed" else ""
+        return f"diffusion {self.steps} steps, prompt cache {self.cache}{canvas}"
 
 
 @dataclass
@@ -186,9 +190,15 @@ def prompt_isolated(model: Transformer) -> Iterator[None]:
 
 
 def main_cases() -> list[Case]:
-    """The baseline and diffusion at each main step count and prompt cache."""
+    """The baseline and diffusion at each main step count and prompt cache, and with the
+    delayed canvas cache beside the exact prompt cache."""
     return [Case("kv", None, ANSWER_TOKENS)] + [
-        Case(cache, steps, ANSWER_TOKENS) for steps in MAIN_STEPS for cache in CACHES
+        case
+        for steps in MAIN_STEPS
+        for case in (
+            *(Case(cache, steps, ANSWER_TOKENS) for cache in CACHES),
+            Case("exact", steps, ANSWER_TOKENS, canvas="delayed"),
+        )
     ]
 
 
@@ -212,7 +222,11 @@ def bench_size(name: str, engine: Engine, args: argparse.Namespace, sweep: bool)
             return lambda: autoregressive(model, prompt, case.tokens)
 
         def answer() -> object:
-            options = {"steps": case.steps, "max_new_tokens": case.tokens}
+            options = {
+                "steps": case.steps,
+                "max_new_tokens": case.tokens,
+                "canvas_cache": case.canvas,
+            }
             if case.cache != "exact":
                 return engine.answer(PROMPT, prompt_cache=case.cache, **options)
             with prompt_isolated(model):

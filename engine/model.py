@@ -324,6 +324,10 @@ class Transformer(nn.Module):
             if causal or cache is None:
                 raise ValueError("a scattered pass is bidirectional and needs a KV cache")
             queries, keys = start.positions.to(tokens.device), start.context
+            if int(queries.max()) >= keys:
+                raise ValueError(
+                    f"position {int(queries.max())} lies outside the context of {keys}"
+                )
         else:
             queries, keys = torch.arange(start, start + n, device=tokens.device), start + n
         if keys > self.config.max_seq_len:

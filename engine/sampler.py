@@ -98,6 +98,8 @@ class SamplerConfig:
             raise ValueError(
                 f"canvas_refresh must be at least 1 or None, got {self.canvas_refresh}"
             )
+        if self.canvas_refresh is not None and self.canvas_cache == "off":
+            raise ValueError("canvas_refresh needs canvas_cache='delayed'")
         if self.steps < self.num_blocks:
             raise ValueError(
                 f"{self.steps} steps cannot cover {self.num_blocks} blocks of "
@@ -154,9 +156,8 @@ def denoise(
     generator = torch.Generator(device=device).manual_seed(config.seed)
 
     cache_mode = _cache_mode(model, config)
-    delayed = config.canvas_cache == "delayed"
     cache = None
-    if cache_mode != "off" or delayed:
+    if cache_mode != "off" or config.canvas_cache == "delayed":
         param = next(model.parameters())
         cache = KVCache(model.config, 1, prompt_len + length, device, param.dtype)
     valid_prefix = 0  # positions [0, valid_prefix) of the cache stay valid between passes
@@ -173,13 +174,7 @@ def denoise(
             if left == 0:
                 break
             end = min(block_end, stop)
-            whole_pass = (
-                not delayed
-                or step == 0
-                or (steps_done == 0 and cache_mode == "approximate")
-                or (config.canvas_refresh is not None and step % config.canvas_refresh == 0)
-            )
-            if whole_pass:
+            if _whole_pass(config, cache_mode, step, steps_done):
                 start = valid_prefix
                 block = slice(prompt_len - start + block_start, prompt_len - start + end)
                 block_logits = model(
@@ -225,6 +220,18 @@ def denoise(
         raise RuntimeError("denoising ended with masked positions left")
 
 
+def _whole_pass(config: SamplerConfig, cache_mode: PromptCache, step: int, steps_done: int) -> bool:
+    """Whether this pass runs every position from the cache's valid prefix on: always
+    without the canvas cache; with it, the first pass (nothing is cached yet), each block
+    start of the approximate prompt cache, and every ``canvas_refresh``-th pass."""
+    return (
+        config.canvas_cache == "off"
+        or step == 0
+        or (steps_done == 0 and cache_mode == "approximate")
+        or (config.canvas_refresh is not None and step % config.canvas_refresh == 0)
+    )
+
+
 def _partial_pass(
     model: Transformer,
     sequence: Tensor,
@@ -238,16 +245,17 @@ def _partial_pass(
     come from the cache. Returns logits for the block, zero where nothing was run."""
     canvas_positions = run[:stop].nonzero().squeeze(1)
     positions = prompt_len + canvas_positions
+    block_start, end = block
+    inside = (canvas_positions >= block_start) & (canvas_positions < end)
     logits = model(
         sequence[:, positions],
         start=Scattered(positions, prompt_len + stop),
         prompt_len=prompt_len,
         cache=cache,
+        logits_for=inside,
     )[0]
-    block_start, end = block
     block_logits = logits.new_zeros(end - block_start, logits.shape[-1])
-    inside = (canvas_positions >= block_start) & (canvas_positions < end)
-    block_logits[canvas_positions[inside] - block_start] = logits[inside]
+    block_logits[canvas_positions[inside] - block_start] = logits
     return block_logits
 
 

@@ -31,24 +31,32 @@ CANDIDATES = {  # sampler options tried on the validation items
         "confidence": "margin",
     },
     "padding settled at p 0.9, blocks of 32": {"padding_threshold": 0.9, "block_length": 32},
+    "padding settled at p 0.9, delayed canvas cache": {
+        "padding_threshold": 0.9,
+        "canvas_cache": "delayed",
+    },
 }
 
 
 def choose_sampler(engine: Engine, per_skill: int) -> tuple[str, dict, dict[str, float]]:
-    """The candidate with the best mean accuracy at 16 steps on the validation items;
-    of equally accurate ones, the fastest (p50)."""
+    """Of the candidates within one validation answer of the best mean accuracy at 16
+    steps, the fastest (p50)."""
     means, p50s = {}, {}
     for name, options in CANDIDATES.items():
         result = evaluate(engine, per_skill, steps=16, seed=VALIDATION_SEED, **options)
         means[name] = sum(s.accuracy for s in result.scores) / len(result.scores)
         p50s[name] = result.p50_ms
-    best = best_candidate(means, p50s)
+    best = best_candidate(means, p50s, answers=per_skill * len(result.scores))
     return best, CANDIDATES[best], means
 
 
-def best_candidate(means: dict[str, float], p50s: dict[str, float]) -> str:
-    """Highest mean, then lowest p50 latency (means equal to 1e-9, as float sums are)."""
-    return min(means, key=lambda name: (-round(means[name], 9), p50s[name]))
+def best_candidate(means: dict[str, float], p50s: dict[str, float], answers: int) -> str:
+    """The fastest candidate whose mean is at most one answer (of ``answers``, spread
+    evenly over the skills) below the best: a gap that small is one coin flip on the
+    validation items, while latency is a target of its own."""
+    slack = 1 / answers + 1e-9
+    best = max(means.values())
+    return min((name for name in means if means[name] >= best - slack), key=p50s.__getitem__)
 
 
 def accuracy_table(results: list[Evaluation], in_order: dict[str, float]) -> str:
@@ -85,7 +93,7 @@ def write_card(
 ) -> Path:
     config = engine.model.config
     chosen, validation = sampler_choice
-    tried = ", ".join(f"{name} {mean:.0%}" for name, mean in validation.items())
+    tried = ", ".join(f"{name} {mean:.1%}" for name, mean in validation.items())
     weights = folder / "model.safetensors"
     at_16 = next(r for r in results if r.steps == 16 and not r.follow_up)
     template = (HERE / "MODEL_CARD.template.md").read_text(encoding="utf-8")

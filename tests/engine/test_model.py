@@ -138,12 +138,13 @@ def test_a_scattered_pass_writes_its_keys_and_values():
     changed = torch.tensor([12, 18, 19])
     x[0, changed] = 5
     model(x[:, changed], start=Scattered(changed, 24), prompt_len=10, cache=cache)
-    rest = torch.arange(10, 24)
-    from_cache = model(x[:, rest], start=Scattered(rest, 24), prompt_len=10, cache=cache)
-    torch.testing.assert_close(from_cache, model(x, prompt_len=10)[:, 10:], atol=1e-5, rtol=1e-5)
+    untouched = torch.tensor([10, 11, 13, 23])  # they read the changed ones from the cache
+    from_cache = model(x[:, untouched], start=Scattered(untouched, 24), prompt_len=10, cache=cache)
+    reference = model(x, prompt_len=10)[:, untouched]
+    torch.testing.assert_close(from_cache, reference, atol=1e-5, rtol=1e-5)
 
 
-def test_a_scattered_pass_needs_a_cache_and_no_causal_mask():
+def test_a_scattered_pass_needs_a_cache_no_causal_mask_and_positions_in_its_context():
     model = build(tiny_config())
     where = Scattered(torch.tensor([1, 2]), 4)
     with pytest.raises(ValueError, match="needs a KV cache"):
@@ -151,6 +152,8 @@ def test_a_scattered_pass_needs_a_cache_and_no_causal_mask():
     cache = KVCache(model.config, 1, 4, "cpu", torch.float32)
     with pytest.raises(ValueError, match="bidirectional"):
         model(tokens(2), start=where, causal=True, cache=cache)
+    with pytest.raises(ValueError, match="position 3 lies outside the context of 3"):
+        model(tokens(2), start=Scattered(torch.tensor([1, 3]), 3), cache=cache)
 
 
 def test_context_overflow_is_a_clear_error():

@@ -268,6 +268,22 @@ def test_canvas_refresh_runs_a_whole_pass_every_n(trained_engine, count_passes):
     assert every_pass.tokens == plain.tokens
 
 
+@pytest.mark.parametrize("prompt_cache", ["exact", "approximate"])
+@pytest.mark.parametrize("extra", [{}, {"padding_threshold": 0.9}, {"stop_at_end": True}])
+def test_delayed_canvas_cache_keeps_memorised_answers_in_blocks(
+    trained_engine, prompt_cache, extra
+):
+    """Blocks of 8: later blocks' logits must land on their own positions."""
+    options = {"steps": 12, "max_new_tokens": 24, "block_length": 8, "prompt_cache": prompt_cache}
+    for example in MEMORISED:
+        answer = trained_engine.answer(
+            example.conversation, canvas_cache="delayed", **options, **extra
+        )
+        assert (answer.thinking, answer.text) == (example.thinking, example.answer)
+        assert answer.forward_passes <= 12
+        assert trained_engine.tokenizer.mask_id not in answer.tokens
+
+
 def test_delayed_canvas_cache_keeps_the_prompt_that_sees_the_reply(engine, count_passes):
     """A fully bidirectional model: the prompt runs in whole passes only."""
     counter = count_passes(engine)
@@ -298,6 +314,7 @@ def test_delayed_canvas_cache_keeps_the_prompt_that_sees_the_reply(engine, count
         ("hi", {"confidence": "vibes"}, "confidence"),
         ("hi", {"canvas_cache": "always"}, "canvas_cache must be 'off' or 'delayed'"),
         ("hi", {"canvas_refresh": 0}, "canvas_refresh must be at least 1"),
+        ("hi", {"canvas_refresh": 4}, "canvas_refresh needs canvas_cache='delayed'"),
         ("hi", {"stepz": 4}, "unknown sampler options"),
     ],
 )
