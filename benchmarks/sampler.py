@@ -17,7 +17,7 @@ import statistics
 
 import torch
 
-from engine import Engine
+from engine import Engine, SamplerConfig
 from models.reasoner_tiny.evaluate import evaluate
 from models.reasoner_tiny.ship import CANDIDATES, VALIDATION_SEED
 
@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     engine = Engine.load(args.model, device="cpu")
+    # Candidates are options over the library's defaults, as on a training run's folder
+    # in the ship script; the shipped checkpoint's own choice would leak into "plain".
+    engine.sampler = SamplerConfig(steps=16, max_new_tokens=engine.sampler.max_new_tokens)
     positions_run = 0
 
     def count(_module, inputs, _output) -> None:
