@@ -323,23 +323,23 @@ class Transformer(nn.Module):
         if isinstance(start, Scattered):
             if causal or cache is None:
                 raise ValueError("a scattered pass is bidirectional and needs a KV cache")
-            queries, keys = start.positions.to(tokens.device), start.context
-            if int(queries.max()) >= keys:
-                raise ValueError(
-                    f"position {int(queries.max())} lies outside the context of {keys}"
-                )
+            where, keys = start.positions.to(tokens.device), start.context
+            if int(where.max()) >= keys:
+                raise ValueError(f"position {int(where.max())} lies outside the context of {keys}")
         else:
-            queries, keys = torch.arange(start, start + n, device=tokens.device), start + n
+            where, keys = slice(start, start + n), start + n  # a slice: no gather per pass
         if keys > self.config.max_seq_len:
             raise ValueError(
                 f"sequence of {keys} tokens exceeds the model's context of "
                 f"{self.config.max_seq_len}; shorten the prompt or lower max_new_tokens"
             )
         cos, sin = self.rope(tokens.device)
-        cos, sin = cos[queries], sin[queries]
+        cos, sin = cos[where], sin[where]
         mask = None
         if not causal and not self.config.prompt_sees_reply and prompt_len is not None:
-            mask = prompt_isolation_mask(prompt_len, queries, keys)
+            if isinstance(where, slice):
+                where = torch.arange(where.start, where.stop, device=tokens.device)
+            mask = prompt_isolation_mask(prompt_len, where, keys)
         x = self.embed(tokens)
         for block in self.blocks:
             x = block(x, cos, sin, start, mask, causal, cache)
