@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
         for name, options in CANDIDATES.items():
             positions_run = 0
             result = evaluate(engine, args.per_skill, steps=16, seed=VALIDATION_SEED, **options)
-            means[name] = sum(s.accuracy for s in result.scores) / len(result.scores)
+            means[name] = result.mean
             positions[name] = positions_run / len(result.latencies_ms)
             p50s[name].append(result.p50_ms)
             p90s[name].append(result.p90_ms)

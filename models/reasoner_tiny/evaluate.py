@@ -38,6 +38,11 @@ class Evaluation:
         return f"{self.steps} steps" + (", follow-up" if self.follow_up else "")
 
     @property
+    def mean(self) -> float:
+        """Mean of the per-skill accuracies: every skill counts alike."""
+        return sum(s.accuracy for s in self.scores) / len(self.scores)
+
+    @property
     def p50_ms(self) -> float:
         return statistics.median(self.latencies_ms)
 

@@ -44,7 +44,7 @@ def choose_sampler(engine: Engine, per_skill: int) -> tuple[str, dict, dict[str,
     means, p50s = {}, {}
     for name, options in CANDIDATES.items():
         result = evaluate(engine, per_skill, steps=16, seed=VALIDATION_SEED, **options)
-        means[name] = sum(s.accuracy for s in result.scores) / len(result.scores)
+        means[name] = result.mean
         p50s[name] = result.p50_ms
     best = best_candidate(means, p50s, answers=per_skill * len(result.scores))
     return best, CANDIDATES[best], means
@@ -66,7 +66,7 @@ def accuracy_table(results: list[Evaluation], in_order: dict[str, float]) -> str
     for i, score in enumerate(results[0].scores):
         cells = " | ".join(f"{r.scores[i].accuracy:.0%}" for r in results)
         lines.append(f"| {score.skill} | {cells} | {in_order[score.skill]:.0%} |")
-    means = " | ".join(f"{sum(s.accuracy for s in r.scores) / len(r.scores):.0%}" for r in results)
+    means = " | ".join(f"{r.mean:.0%}" for r in results)
     lines.append(f"| **mean** | {means} | {sum(in_order.values()) / len(in_order):.0%} |")
     latency = " | ".join(f"{r.p50_ms:.0f} / {r.p90_ms:.0f}" for r in results)
     lines.append(f"| latency p50 / p90 (ms) | {latency} | |")
