@@ -9,6 +9,10 @@ its length (LLaDA's linear schedule, front-loaded remainder).
 Options, all in :class:`SamplerConfig`:
 
 * confidence: top-1 probability, top-1 minus top-2 margin, or negative entropy;
+* position_decay: each position's confidence is weighted by ``exp(-λ·i)``, ``i`` its
+  index in the canvas (PC-Sampler's position-aware weighting). λ > 0 pulls the commits
+  towards reading order; λ < 0 towards the end of the canvas, where a reply's spoken
+  sentence and end padding lie. Only the order changes, never how many are committed;
 * temperature: Gumbel-max sampling of each prediction (0 = greedy);
 * semi-autoregressive blocks: the canvas is decoded block by block, the steps split
   between blocks;
@@ -69,6 +73,7 @@ class SamplerConfig:
     prompt_cache: PromptCache = "exact"
     canvas_cache: CanvasCache = "off"
     canvas_refresh: int | None = None  # with canvas_cache: a whole pass every N passes
+    position_decay: float = 0.0  # λ of the exp(-λ·i) weight on position i's confidence
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -98,6 +103,8 @@ class SamplerConfig:
             raise ValueError(
                 f"canvas_refresh must be at least 1 or None, got {self.canvas_refresh}"
             )
+        if not math.isfinite(self.position_decay):
+            raise ValueError(f"position_decay must be a finite number, got {self.position_decay}")
         if self.canvas_refresh is not None and self.canvas_cache == "off":
             raise ValueError("canvas_refresh needs canvas_cache='delayed'")
         if self.steps < self.num_blocks:
@@ -291,6 +298,8 @@ def _commit(
     if config.threshold is not None:
         count = max(quota, int((confidence >= config.threshold).sum()))
     count = min(count, int(masked.sum()))
+    if config.position_decay:
+        confidence = _weigh_positions(confidence, config.position_decay)
     chosen = confidence.topk(count).indices
     canvas[chosen] = prediction[chosen]
     masked[chosen] = False
@@ -305,6 +314,16 @@ def _confidence(logits: Tensor, prediction: Tensor, kind: Confidence) -> Tensor:
         top2 = probs.topk(2, dim=-1).values
         return top2[:, 0] - top2[:, 1]
     return (probs * torch.log(probs.clamp_min(1e-12))).sum(-1)  # negative entropy
+
+
+def _weigh_positions(confidence: Tensor, decay: float) -> Tensor:
+    """Weigh position i's confidence by exp(-decay·i), in float64 so that even a strong
+    decay over a long canvas keeps the weights apart. Negative entropy is at most 0, so it
+    is divided by the weight instead: either way a lower weight ranks a position later."""
+    confidence = confidence.double()
+    index = torch.arange(len(confidence), device=confidence.device, dtype=torch.float64)
+    weight = torch.exp(-decay * index)
+    return torch.where(confidence >= 0, confidence * weight, confidence / weight)
 
 
 def _settle_padding(

@@ -35,6 +35,10 @@ CANDIDATES = {  # sampler options tried on the validation items
         "padding_threshold": 0.9,
         "canvas_cache": "delayed",
     },
+    "padding settled at p 0.9, position decay -0.003": {
+        "padding_threshold": 0.9,
+        "position_decay": -0.003,
+    },
 }
 
 

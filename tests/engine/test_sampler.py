@@ -129,6 +129,39 @@ def test_confidence_measures_change_the_order_of_commits(engine):
     assert len(orders) > 1
 
 
+def _masks_after_each_pass(engine: Engine, config: SamplerConfig) -> list[list[bool]]:
+    prompt = torch.tensor(engine.tokenizer.prompt_ids(QUESTION))
+    tok = engine.tokenizer
+    with torch.inference_mode():
+        states = denoise(engine.model, prompt, config, mask_id=tok.mask_id, end_id=tok.end_id)
+        return [state.masked.tolist() for state in states]
+
+
+@pytest.mark.parametrize(("decay", "order"), [(10.0, "reading"), (-10.0, "reversed")])
+@pytest.mark.parametrize("confidence", ["probability", "margin", "entropy"])
+def test_strong_position_decay_commits_in_canvas_order(engine, decay, order, confidence):
+    # A weight of exp(-10) per position outweighs any gap in confidence, so each pass
+    # commits the leftmost (or rightmost) masked positions: the masked ones are always a
+    # suffix (or prefix) of the canvas.
+    config = SamplerConfig(steps=8, max_new_tokens=48, confidence=confidence, position_decay=decay)
+    passes = _masks_after_each_pass(engine, config)
+    assert len(passes) == 8
+    for masked in passes[:-1]:
+        assert 0 < sum(masked) < 48
+        if order == "reversed":
+            masked.reverse()
+        assert masked == sorted(masked)  # all False, then all True
+
+
+def test_position_decay_changes_the_order_of_commits_only(engine):
+    plain = _masks_after_each_pass(engine, SamplerConfig(steps=8, max_new_tokens=48))
+    decayed = _masks_after_each_pass(
+        engine, SamplerConfig(steps=8, max_new_tokens=48, position_decay=-0.5)
+    )
+    assert [sum(m) for m in plain] == [sum(m) for m in decayed]
+    assert plain != decayed
+
+
 @pytest.mark.parametrize("threshold", [1.0, 0.5, 0.05])
 def test_threshold_never_exceeds_the_budget(trained_engine, count_passes, threshold):
     counter = count_passes(trained_engine)
@@ -315,6 +348,7 @@ def test_delayed_canvas_cache_keeps_the_prompt_that_sees_the_reply(engine, count
         ("hi", {"canvas_cache": "always"}, "canvas_cache must be 'off' or 'delayed'"),
         ("hi", {"canvas_refresh": 0}, "canvas_refresh must be at least 1"),
         ("hi", {"canvas_refresh": 4}, "canvas_refresh needs canvas_cache='delayed'"),
+        ("hi", {"position_decay": float("nan")}, "position_decay must be a finite number"),
         ("hi", {"stepz": 4}, "unknown sampler options"),
     ],
 )
