@@ -39,6 +39,11 @@ CANDIDATES = {  # sampler options tried on the validation items
         "padding_threshold": 0.9,
         "position_decay": -0.003,
     },
+    "padding settled at p 0.9, position decay -0.003, delayed canvas cache": {
+        "padding_threshold": 0.9,
+        "position_decay": -0.003,
+        "canvas_cache": "delayed",
+    },
 }
 
 
