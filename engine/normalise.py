@@ -23,6 +23,11 @@ TENS = {
     "eighty": 80, "ninety": 90,
 }  # fmt: skip
 SCALES = {"hundred": 100, "thousand": 1000}
+# "which one is bigger" asks for no number 1: after these words "one" stands for a thing
+PRONOUN_ONE_AFTER = {
+    "which", "this", "that", "the", "each", "every", "any", "another", "no", "either",
+    "neither", "other", "same", "right", "wrong", "big", "small", "last", "first", "next",
+}  # fmt: skip
 FILLERS = {"um", "umm", "uh", "uhh", "uhm", "er", "erm", "hmm", "mm", "ah"}
 CONTRACTIONS = {"what's": "what is", "how's": "how is", "it's": "it is", "that's": "that is"}
 SYMBOLS = {
@@ -80,6 +85,15 @@ def _digit_word(word: str) -> int | None:
     return value if value is not None and value < 10 else None
 
 
+def _is_pronoun(words: list[str], start: int) -> bool:
+    """Whether the "one" at ``start`` stands for a thing ("which one", "the other one")
+    rather than the number, as it does before "hundred" or "point" ("the one hundred")."""
+    after = words[start + 1] if start + 1 < len(words) else ""
+    if after in SCALES or after in TENS or after in UNITS or after == "point":
+        return False
+    return start > 0 and words[start - 1] in PRONOUN_ONE_AFTER
+
+
 def _read_number(words: list[str], start: int) -> tuple[int, int]:
     """(value, words used) of a spelled or digit number at ``start``; (0, 0) if none."""
     first = words[start]
@@ -90,6 +104,8 @@ def _read_number(words: list[str], start: int) -> tuple[int, int]:
     if first == "oh" or (first not in UNITS and first not in TENS and first != "a"):
         return 0, 0
     if first == "a" and not (start + 1 < len(words) and words[start + 1] in SCALES):
+        return 0, 0
+    if first == "one" and _is_pronoun(words, start):
         return 0, 0
     total, current, i = 0, 0, start
     while i < len(words):
