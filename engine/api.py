@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,6 +131,34 @@ class Engine:
         model.tie_weights()
         model.init_weights(torch.Generator(device=device).manual_seed(seed))
         return cls(model, tokenizer, sampler)
+
+    def with_words(self, words: Sequence[str]) -> Engine:
+        """This engine with ``words`` kept whole by its (word-level) tokenizer, for going
+        on training on text that has new words, which would otherwise reach the model
+        spelled out like the words it is asked to spell.
+
+        Every existing id keeps its meaning and weights. A new word's embedding starts as
+        the mean of the embeddings of the characters that spelled it, and its output row
+        as that of byte 0, which no text holds: the model does not write the word until
+        training teaches it to. Changes the model in place; the returned engine owns it.
+        """
+        tokenizer = self.tokenizer.with_words(words)
+        first = self.tokenizer.vocab_size
+        if first != self.model.config.vocab_size:
+            raise ValueError(
+                f"the model has {self.model.config.vocab_size} token rows for a tokenizer of "
+                f"{first}; only a model sized to its tokenizer can grow with it"
+            )
+        new_ids = range(first, tokenizer.vocab_size)
+        embed, head = self.model.embed.weight.detach(), self.model.lm_head.weight.detach()
+        (never_written,) = self.tokenizer.encode("\x00")
+        spelled = [self.tokenizer.encode(tokenizer.decode([i])) for i in new_ids]
+        embeddings = embed.new_zeros(len(spelled), embed.shape[1])
+        for row, ids in enumerate(spelled):
+            embeddings[row] = embed[ids].mean(0)
+        self.model.grow_vocabulary(embeddings, head[never_written].expand_as(embeddings))
+        log.info("%d new whole words: %d tokens", len(spelled), tokenizer.vocab_size)
+        return Engine(self.model, tokenizer, self.sampler)
 
     def save(self, folder: str | Path, dtype: torch.dtype | None = None) -> Path:
         """Write this engine as a checkpoint folder that :meth:`load` reads back."""

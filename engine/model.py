@@ -19,7 +19,7 @@ the sampler skips canvas positions it has already committed.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 import torch
 import torch.nn.functional as F
@@ -282,6 +282,21 @@ class Transformer(nn.Module):
         """
         if self.config.tie_embeddings:
             self.lm_head.weight = self.embed.weight
+
+    def grow_vocabulary(self, embeddings: Tensor, head_rows: Tensor) -> None:
+        """Append token ids: ``embeddings`` (new, d_model) become their input rows and
+        ``head_rows`` their output rows (ignored when the two are tied)."""
+        if embeddings.shape[1:] != (self.config.d_model,) or head_rows.shape != embeddings.shape:
+            raise ValueError(f"new rows must be (n, {self.config.d_model}), both alike")
+        weight = self.embed.weight
+        self.embed.weight = nn.Parameter(torch.cat([weight.data, embeddings.to(weight)]))
+        if not self.config.tie_embeddings:
+            head = self.lm_head.weight
+            self.lm_head.weight = nn.Parameter(torch.cat([head.data, head_rows.to(head)]))
+        self.config = replace(self.config, vocab_size=self.config.vocab_size + len(embeddings))
+        self.embed.num_embeddings = self.config.vocab_size
+        self.lm_head.out_features = self.config.vocab_size
+        self.tie_weights()
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
         """Normal(0, 0.02) weights, output projections scaled by depth (GPT-2 style)."""

@@ -86,22 +86,58 @@ def word_level_tokenizer(
     start with a space (" times"); a word only matches as a whole word.
     """
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    byte_map = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    mapped = []
-    for word in dict.fromkeys(words):
-        pieces = byte_map.pre_tokenize_str(word)
-        if len(word) > 1 and len(pieces) == 1:
-            mapped.append(pieces[0][0])
-    mapped.sort(key=len, reverse=True)  # the longest word wins
+    mapped = sorted(_byte_level_words(words), key=len, reverse=True)
     vocab = {symbol: i for i, symbol in enumerate([*alphabet, *mapped])}
-    pattern = "|".join([*(_whole_word(m) for m in mapped), "."])
     tok = tokenizers.Tokenizer(models.WordLevel(vocab=vocab, unk_token=alphabet[0]))
     tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [byte_map, pre_tokenizers.Split(Regex(pattern), behavior="isolated")]
+        [_BYTE_MAP, pre_tokenizers.Split(Regex(_split_pattern(mapped)), behavior="isolated")]
     )
     tok.decoder = decoders.ByteLevel()
     _add_specials(tok, specials, extra_special)
     return tok
+
+
+_BYTE_MAP = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+
+
+def _byte_level_words(words: Sequence[str]) -> list[str]:
+    """``words`` as the byte-level alphabet writes them, each once, single characters
+    and words with a space inside left out."""
+    mapped = []
+    for word in dict.fromkeys(words):
+        pieces = _BYTE_MAP.pre_tokenize_str(word)
+        if len(word) > 1 and len(pieces) == 1:
+            mapped.append(pieces[0][0])
+    return mapped
+
+
+def _split_pattern(mapped: Sequence[str]) -> str:
+    """The pre-tokenizer's split: each whole word, the longest first, else one character."""
+    return "|".join([*(_whole_word(m) for m in sorted(mapped, key=len, reverse=True)), "."])
+
+
+def with_more_words(hf: tokenizers.Tokenizer, words: Sequence[str]) -> tokenizers.Tokenizer:
+    """A word-level tokenizer that also keeps ``words`` whole; every id it had keeps its
+    meaning and the new words take the ids after the last one, so a trained model can
+    grow into it (see :meth:`engine.Engine.with_words`)."""
+    data = json.loads(hf.to_str())
+    steps = (data.get("pre_tokenizer") or {}).get("pretokenizers") or []
+    if data["model"]["type"] != "WordLevel" or len(steps) != 2 or steps[1]["type"] != "Split":
+        raise ValueError(
+            "only a word-level tokenizer (Tokenizer.word_level) can take new whole words"
+        )
+    vocab: dict[str, int] = data["model"]["vocab"]
+    # Special tokens join the word list at their ids: added tokens the model's vocabulary
+    # lacks are numbered after it, which would move them past the new words.
+    vocab.update({token["content"]: token["id"] for token in data["added_tokens"]})
+    next_id = hf.get_vocab_size(with_added_tokens=True)
+    for symbol in _byte_level_words(words):
+        if symbol not in vocab:
+            vocab[symbol], next_id = next_id, next_id + 1
+    specials = {token["content"] for token in data["added_tokens"]}
+    whole = [symbol for symbol in vocab if len(symbol) > 1 and symbol not in specials]
+    steps[1]["pattern"] = {"Regex": _split_pattern(whole)}
+    return tokenizers.Tokenizer.from_str(json.dumps(data))
 
 
 def _whole_word(word: str) -> str:
@@ -171,6 +207,10 @@ class Tokenizer:
         template: ChatTemplate | None = None,
     ) -> Tokenizer:
         return cls(tokenizers.Tokenizer.from_file(str(path)), specials, template)
+
+    def with_words(self, words: Sequence[str]) -> Tokenizer:
+        """This tokenizer keeping ``words`` whole as well, every existing id unchanged."""
+        return Tokenizer(with_more_words(self.hf, words), self.specials, self.template)
 
     def save(self, path: str | Path) -> None:
         self.hf.save(str(path))

@@ -105,14 +105,17 @@ def _encode(chunk: Sequence[Example], tokenizer: Tokenizer, max_seq_len: int) ->
     return EncodedData.from_ids(prompts, replies, CANVAS, engine)
 
 
-def start_from(run: str | Path) -> Engine:
+def start_from(run: str | Path, grow_vocabulary: bool = False) -> Engine:
     """Another run's weights and tokenizer, in float32, to train with a fresh schedule.
 
     Its tokenizer stays even when the corpus's vocabulary has changed since (new phrasings
     add words): a word it does not keep whole reaches the model spelled out, as any word
-    a user says that it never learned. Only a fresh run takes up a new vocabulary.
+    a user says that it never learned. With ``grow_vocabulary`` the corpus's words it
+    lacks become new tokens instead (:meth:`engine.Engine.with_words`), every old one
+    keeping its id, so the run can take up new phrasings without a fresh start.
     """
-    return Engine.load(run, device="auto", dtype=torch.float32)
+    engine = Engine.load(run, device="auto", dtype=torch.float32)
+    return engine.with_words(vocabulary()) if grow_vocabulary else engine
 
 
 def skill_weights(pairs: Sequence[str]) -> dict[str, float]:
@@ -169,6 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         "--init-from", type=Path, help="start from this run's weights and tokenizer"
     )
     parser.add_argument(
+        "--grow-vocabulary",
+        action="store_true",
+        help="with --init-from: the corpus's words that run's tokenizer lacks become new "
+        "whole-word tokens (old ids unchanged) instead of reaching the model spelled out",
+    )
+    parser.add_argument(
         "--weight",
         action="append",
         default=[],
@@ -179,13 +188,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.encode_only and not args.encoded:
         parser.error("--encode-only needs --encoded FILE")
+    if args.grow_vocabulary and not args.init_from:
+        parser.error(
+            "--grow-vocabulary grows the tokenizer of --init-from RUN; a fresh run "
+            "already takes the corpus's whole vocabulary"
+        )
     try:
         weights = skill_weights(args.weight)
     except ValueError as error:
         parser.error(f"--weight: {error}")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
-    engine = start_from(args.init_from) if args.init_from else build_engine(args.seed)
+    if args.init_from:
+        engine = start_from(args.init_from, grow_vocabulary=args.grow_vocabulary)
+    else:
+        engine = build_engine(args.seed)
     if args.encoded and all(path.is_file() for path in args.encoded):
         parts = [EncodedData.load(path, engine) for path in args.encoded]
         data = EncodedData.concat(parts, engine.tokenizer.end_id)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from engine import Engine, SamplerConfig
+from engine import Engine, SamplerConfig, Tokenizer
 
 from .conftest import tiny_config
 
@@ -120,3 +120,35 @@ def test_asking_for_cuda_without_a_gpu_is_a_clear_error(saved):
         pytest.skip("this machine has a CUDA GPU")
     with pytest.raises(ValueError, match="PyTorch sees no CUDA GPU"):
         Engine.load(saved, device="cuda")
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_an_engine_grown_by_new_words_keeps_what_it_knew(tmp_path, tied):
+    tokenizer = Tokenizer.word_level(["Hello", " times", " is", " what"])
+    config = tiny_config(vocab_size=tokenizer.vocab_size, tie_embeddings=tied)
+    engine = Engine.random(config, seed=5, tokenizer=tokenizer)
+    before, embed = logits(engine), engine.model.embed.weight.detach().clone()
+    spelled = tokenizer.encode(" penguins")
+
+    grown = engine.with_words([" penguins", " times"])
+    (new_id,) = grown.tokenizer.encode(" penguins")
+    assert new_id == config.vocab_size and grown.model.config.vocab_size == new_id + 1
+    assert torch.equal(grown.model.embed.weight[:new_id], embed)
+    assert torch.allclose(grown.model.embed.weight[new_id], embed[spelled].mean(0))
+    after = logits(grown)
+    assert torch.equal(after[..., :new_id], before)  # the same question, the same logits
+    if not tied:  # the new word scores as byte 0, which no text holds
+        (byte0,) = tokenizer.encode("\x00")
+        assert torch.equal(after[..., new_id], after[..., byte0])
+
+    grown.save(tmp_path / "grown")
+    loaded = Engine.load(tmp_path / "grown", device="cpu")
+    assert loaded.model.config == grown.model.config
+    assert torch.equal(logits(loaded), after)
+
+
+def test_only_an_engine_sized_to_its_tokenizer_grows():
+    tokenizer = Tokenizer.word_level(["Hello", " times"])
+    engine = Engine.random(tiny_config(vocab_size=tokenizer.vocab_size + 8), tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="only a model sized to its tokenizer can grow"):
+        engine.with_words([" penguins"])

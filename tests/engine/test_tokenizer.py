@@ -115,3 +115,24 @@ def test_word_level_shortens_sentences_and_survives_a_file(words_tok, tmp_path):
     loaded = Tokenizer.from_file(tmp_path / "tokenizer.json")
     assert loaded.encode(text) == words_tok.encode(text)
     assert loaded.end_id == words_tok.end_id and loaded.vocab_size == words_tok.vocab_size
+
+
+def test_more_words_keep_every_id_and_take_the_next_ones(words_tok, tmp_path):
+    grown = words_tok.with_words([" penguins", "Hello", "x"])  # "Hello" is already whole
+    old, new = words_tok.hf.get_vocab(True), grown.hf.get_vocab(True)
+    assert {token: new[token] for token in old} == old
+    assert grown.vocab_size == words_tok.vocab_size + 1
+    assert new["Ġpenguins"] == words_tok.vocab_size  # the next id, after the special tokens
+    assert (grown.mask_id, grown.end_id) == (words_tok.mask_id, words_tok.end_id)
+    text = "Hello What can penguins penguinsx"
+    pieces = [grown.hf.id_to_token(i) for i in grown.encode(text)]
+    assert pieces[:4] == ["Hello", "ĠWhat", "Ġcan", "Ġpenguins"]
+    assert len(pieces) == 4 + len(" penguinsx")  # only as a whole word
+    assert grown.decode(grown.encode(text)) == text
+    grown.save(tmp_path / "tokenizer.json")
+    assert Tokenizer.from_file(tmp_path / "tokenizer.json").encode(text) == grown.encode(text)
+
+
+def test_only_a_word_level_tokenizer_takes_new_words():
+    with pytest.raises(ValueError, match="only a word-level tokenizer"):
+        Tokenizer.byte_level().with_words(["penguins"])

@@ -36,6 +36,7 @@ from models.reasoner_tiny.train import (
     skill_weights,
     start_from,
 )
+from models.reasoner_tiny.train import main as train_main
 
 CONTENT_SKILLS = set(SKILLS) - {"calendar", "conversation", "out of scope"}
 
@@ -254,6 +255,26 @@ def test_a_run_continues_another_runs_weights_and_tokenizer(tmp_path):
     assert engine.tokenizer.fingerprint() != build_engine(0, **shape).tokenizer.fingerprint()
     data = encoded_corpus(engine, 200, seed=3, workers=2, chunk=70)
     assert torch.equal(data.tokens, EncodedData.build(engine, examples(200, seed=3), CANVAS).tokens)
+
+
+def test_a_continued_run_can_grow_into_the_corpus_vocabulary(tmp_path, capsys):
+    """With ``grow_vocabulary`` the words the older tokenizer lacks become new tokens after
+    its last id: the older ids keep their meaning, and the corpus's words are all whole."""
+    shape = dict(d_model=32, n_layers=1, n_heads=2)
+    fresh = build_engine(0, **shape).tokenizer
+    older = Tokenizer.word_level(vocabulary()[5:], template=fresh.template)
+    build_engine(5, older, **shape).save(tmp_path / "trained")
+    engine = start_from(tmp_path / "trained", grow_vocabulary=True)
+    grown = engine.tokenizer.hf.get_vocab(with_added_tokens=True)
+    assert set(grown) == set(fresh.hf.get_vocab(with_added_tokens=True))
+    assert all(grown[token] == i for token, i in older.hf.get_vocab(True).items())
+    assert engine.model.config.vocab_size == fresh.vocab_size
+    text = "What is 17 times 3? " + " ".join(vocabulary()[:5])
+    pieces = [engine.tokenizer.hf.id_to_token(i) for i in engine.tokenizer.encode(text)]
+    assert pieces == [fresh.hf.id_to_token(i) for i in fresh.encode(text)]
+    with pytest.raises(SystemExit):
+        train_main(["--grow-vocabulary", "--out", str(tmp_path / "x")])
+    assert "--grow-vocabulary grows the tokenizer of --init-from" in capsys.readouterr().err
 
 
 def test_skill_weights_shift_the_mix_and_unknown_skills_are_refused():
