@@ -40,6 +40,7 @@ ANSWERS = {
     "How do you spell forest backwards please?": "Forest backwards is T, S, E, R, O, F.",
     "What's the last letter of kitchen?": "The last letter of kitchen is N.",
     "What is smaller 891 or 40?": "40 is smaller than 891.",
+    "which one is bigger seventy-four or 5": "74 is bigger than 5.",  # "one": no number 1
     "put these in order 40, 92, 57 and 85?": "From smallest to largest: 40, 57, 85, 92.",
     "what day is it today": "Today is Monday.",
     "many thanks": CHAT["thanks"],
