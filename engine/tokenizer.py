@@ -129,12 +129,12 @@ def with_more_words(hf: tokenizers.Tokenizer, words: Sequence[str]) -> tokenizer
     vocab: dict[str, int] = data["model"]["vocab"]
     # Special tokens join the word list at their ids: added tokens the model's vocabulary
     # lacks are numbered after it, which would move them past the new words.
-    vocab.update({token["content"]: token["id"] for token in data["added_tokens"]})
+    specials = {token["content"]: token["id"] for token in data["added_tokens"]}
+    vocab.update(specials)
     next_id = hf.get_vocab_size(with_added_tokens=True)
     for symbol in _byte_level_words(words):
         if symbol not in vocab:
             vocab[symbol], next_id = next_id, next_id + 1
-    specials = {token["content"] for token in data["added_tokens"]}
     whole = [symbol for symbol in vocab if len(symbol) > 1 and symbol not in specials]
     steps[1]["pattern"] = {"Regex": _split_pattern(whole)}
     return tokenizers.Tokenizer.from_str(json.dumps(data))
