@@ -1127,11 +1127,13 @@ lovely nice great awesome cool fine amazing wonderful brilliant
 
 
 def with_unknown_words(items: list[Item], rng: random.Random) -> list[Item]:
-    """Put a word or two the model does not know before or after some questions.
+    """Put a word or two the model does not know somewhere in some questions.
 
     Transcripts carry words outside the model's vocabulary, and they reach it spelled out
     letter by letter, as the words it is asked to spell do. Without such items it takes
     any spelled-out word for one to spell, and a phrasing it has not seen throws it.
+    Speech puts them anywhere ("spell uh kitten", "count the well r's in cherry"), so
+    they go before, inside or after the question, never into a spoken number.
     """
     out = []
     for item in items:
@@ -1139,14 +1141,29 @@ def with_unknown_words(items: list[Item], rng: random.Random) -> list[Item]:
             out.append(item)
             continue
         words = " ".join(rng.sample(UNKNOWN_WORDS, rng.randint(1, 2)))
-        question = item.question
-        if rng.random() < 0.6:
-            question = f"{words} {question}"
-        else:
-            body = question.rstrip("?.")
-            question = f"{body} {words}{question[len(body) :]}"
-        out.append(dataclasses.replace(item, question=question))
+        body = item.question.rstrip("?.")
+        tokens = body.split(" ")
+        where = rng.choice(_insertion_points(tokens, words))
+        question = " ".join([*tokens[:where], words, *tokens[where:]])
+        out.append(dataclasses.replace(item, question=question + item.question[len(body) :]))
     return out
+
+
+def _insertion_points(tokens: list[str], words: str) -> list[int]:
+    """Word boundaries where ``words`` leave the question's numbers as they were: not
+    inside "three hundred and five" or "nine point one one"."""
+
+    def numbers(parts: list[str]) -> list[str]:
+        return _NUMBER.findall(normalise_spoken(" ".join(parts)))
+
+    before = numbers(tokens)
+    inside = [
+        i for i in range(1, len(tokens)) if numbers([*tokens[:i], words, *tokens[i:]]) == before
+    ]
+    return [0, len(tokens), *inside]
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
 def check_skill_names(names: Iterable[str]) -> None:

@@ -146,10 +146,15 @@ def test_unknown_words_are_spelled_out_and_never_give_away_a_held_out_phrasing()
     pairs = [(p, i) for p, i in zip(plain, items, strict=True) if p.skill not in WORD_SKILLS]
     changed = [(p, i) for p, i in pairs if p.question != i.question]
     assert 0.15 < len(changed) / len(pairs) < 0.35
+    inside = 0
     for before, after in changed:
         words = [re.findall(r"[a-z'-]+", i.question.lower()) for i in (before, after)]
         assert 1 <= len(words[1]) - len(words[0]) <= 2
         assert set(words[1]) - set(words[0]) <= set(UNKNOWN_WORDS), after.question
+        numbers = [re.findall(r"\d+", normalise_spoken(i.question)) for i in (before, after)]
+        assert numbers[0] == numbers[1], after.question  # never inside a spoken number
+        inside += words[1][0] == words[0][0] and words[1][-1] == words[0][-1]
+    assert inside / len(changed) > 0.2  # not only before or after the question
 
 
 def test_made_up_words_are_new_spelled_out_and_asked_about_consistently():
