@@ -127,10 +127,10 @@ def add_columns(a: int, b: int, width: int = WIDTH) -> str:
     return " ".join(steps)
 
 
-def sub_columns(a: int, b: int) -> str:
+def sub_columns(a: int, b: int, width: int = WIDTH) -> str:
     """a ≥ b; ``x-y-c=BR``: digit R, borrow B for the next column."""
     steps, borrow = [], 0
-    for x, y in zip(_digits(a, WIDTH), _digits(b, WIDTH), strict=True):
+    for x, y in zip(_digits(a, width), _digits(b, width), strict=True):
         value = x - y - borrow
         nxt = 1 if value < 0 else 0
         steps.append(f"{x}-{y}-{borrow}={nxt}{value + 10 * nxt}")
@@ -401,22 +401,26 @@ def date_context(today: dt.date) -> str:
 
 
 def step_days(today: dt.date, n: int) -> str:
-    """Reasoning for today + n days: the weekday by n mod 7, the date month by month."""
-    weekday = f"{DAYS[today.weekday()].lower()}+{n % 7}={DAYS[(today.weekday() + n) % 7].lower()}"
-    steps, day, month, year, left = [], today.day, today.month, today.year, n
-    while True:
-        length = calendar.monthrange(year, month)[1]
-        if day + left <= length:
-            steps.append(f"{day}+{left}={day + left}")
-            break
-        steps.append(f"{day}+{left}>{length}")
-        left -= length - day + 1
-        day = 1
+    """Reasoning for today + n days, in steps the arithmetic skills already take.
+
+    The weekday: n mod 7, then the days after today named one by one (each follows from
+    the one before). The date: today's day plus n in columns, then, while that passes the
+    month's end, the month's length taken off in columns and the next month named::
+
+        monday+3 tuesday wednesday thursday; 30+03: 0+3+0=03 3+0+0=03 → 33 -30: 3-0-0=03
+        3-3-0=00 → 3 may
+    """
+    weekday = today.weekday()
+    later_days = [DAYS[(weekday + k) % 7].lower() for k in range(1, n % 7 + 1)]
+    weekdays = " ".join([f"{DAYS[weekday].lower()}+{n % 7}", *later_days])
+    day, month, year = today.day + n, today.month, today.year
+    steps = [f"{today.day:02d}+{n:02d}: {add_columns(today.day, n, 2)} → {day}"]
+    while day > (length := calendar.monthrange(year, month)[1]):
         month, year = (1, year + 1) if month == 12 else (month + 1, year)
-        steps.append(f"{MONTHS[month - 1].lower()[:3]} 1")
-        if left == 0:
-            break
-    return f"{weekday}; {' '.join(steps)}"
+        next_month = MONTHS[month - 1].lower()[:3]
+        steps.append(f"-{length}: {sub_columns(day, length, 2)} → {day - length} {next_month}")
+        day -= length
+    return f"{weekdays}; {' '.join(steps)}"
 
 
 def _today(rng: random.Random, held_out: bool) -> dt.date:
@@ -1166,6 +1170,37 @@ def _insertion_points(tokens: list[str], words: str) -> list[int]:
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
+ARITHMETIC = ("addition", "subtraction", "multiplication", "division")
+# Every word and sign that names the operation in a training arithmetic phrasing.
+OPERATION_WORDS = frozenset(
+    "plus + add sum total minus - take subtract times x multiply multiplied product "
+    "divided divide /".split()
+)
+NO_OPERATION_SHARE = 0.15  # arithmetic questions whose operation becomes an unknown word
+
+
+def with_unknown_operations(items: list[Item], rng: random.Random) -> list[Item]:
+    """Turn some arithmetic questions into refusals by putting an unknown word where the
+    operation was ("what is 22 plus 5" → "what is 22 maybe 5").
+
+    Unknown words are read past everywhere else, so without these items an operation the
+    model does not know ("what is 22 factorial") is read past too, and it makes up a sum.
+    """
+    out = []
+    for item in items:
+        if item.skill not in ARITHMETIC or rng.random() >= NO_OPERATION_SHARE:
+            out.append(item)
+            continue
+        body = item.question.rstrip("?.")
+        tokens = [
+            rng.choice(UNKNOWN_WORDS) if token.lower() in OPERATION_WORDS else token
+            for token in body.split(" ")
+        ]
+        question = " ".join(tokens) + item.question[len(body) :]
+        out.append(Item("out of scope", question, "out of scope", REFUSAL, item.context))
+    return out
+
+
 def check_skill_names(names: Iterable[str]) -> None:
     """Refuse a skill the corpus does not have, naming the ones it has."""
     for name in names:
@@ -1185,7 +1220,8 @@ def training_items(
     ``weights`` overrides some skills' weights in ``SKILLS`` (a run that works on a few
     skills while it keeps practising the rest). ``augment`` gives some word items a
     made-up word, adds earlier exchanges to some items and unknown words to some
-    questions, each drawn with its own generator, so the plain items (and the vocabulary
+    questions (in place of the operation in some arithmetic ones, which then are
+    refused), each drawn with its own generator, so the plain items (and the vocabulary
     counted from them) do not depend on it.
     """
     names = list(skills or SKILLS)
@@ -1200,6 +1236,7 @@ def training_items(
     if not augment:
         return items
     items = with_made_up_words(items, random.Random(f"made-up words:{seed}"))
+    items = with_unknown_operations(items, random.Random(f"unknown operations:{seed}"))
     items = with_unknown_words(items, random.Random(f"unknown words:{seed}"))
     return with_history(items, random.Random(f"history:{seed}"))
 

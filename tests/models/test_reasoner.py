@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import random
 import re
 from collections import Counter
 
@@ -15,6 +16,8 @@ from engine.normalise import normalise_spoken
 from engine.train import EncodedData, TrainConfig, train
 from models.reasoner_tiny import corpus
 from models.reasoner_tiny.corpus import (
+    ARITHMETIC,
+    OPERATION_WORDS,
     SKILLS,
     UNKNOWN_WORDS,
     WORD_SKILLS,
@@ -91,9 +94,12 @@ def test_some_items_follow_earlier_exchanges_and_still_fit_the_context():
     roles = [message["role"] for message in followers[0].messages()]
     assert roles[-3:] == ["user", "assistant", "user"]
     plain = training_items(20_000, seed=0, augment=False)
-    assert [i.answer for i in plain if i.skill not in WORD_SKILLS] == [
-        i.answer for i in items if i.skill not in WORD_SKILLS
-    ]  # made-up words replace some word items (their own test)
+    # made-up words replace some word items, and some arithmetic is refused (own tests)
+    pairs = [(p, i) for p, i in zip(plain, items, strict=True) if p.skill not in WORD_SKILLS]
+    assert all(
+        p.answer == i.answer or (p.skill in ARITHMETIC and i.answer == corpus.REFUSAL)
+        for p, i in pairs
+    )
     engine = build_engine(seed=0, d_model=32, n_layers=1, n_heads=2)
     tokenizer = engine.tokenizer
     prompt = max(len(tokenizer.prompt_ids(item.messages())) for item in followers)
@@ -143,7 +149,11 @@ def test_unknown_words_are_spelled_out_and_never_give_away_a_held_out_phrasing()
         assert len(engine.tokenizer.encode(f" {word}")) == len(word) + 1, word
     items = training_items(4000, seed=0)
     plain = training_items(4000, seed=0, augment=False)
-    pairs = [(p, i) for p, i in zip(plain, items, strict=True) if p.skill not in WORD_SKILLS]
+    pairs = [
+        (p, i)
+        for p, i in zip(plain, items, strict=True)
+        if p.skill not in WORD_SKILLS and p.skill == i.skill  # not a refused arithmetic one
+    ]
     changed = [(p, i) for p, i in pairs if p.question != i.question]
     assert 0.15 < len(changed) / len(pairs) < 0.35
     inside = 0
@@ -155,6 +165,24 @@ def test_unknown_words_are_spelled_out_and_never_give_away_a_held_out_phrasing()
         assert numbers[0] == numbers[1], after.question  # never inside a spoken number
         inside += words[1][0] == words[0][0] and words[1][-1] == words[0][-1]
     assert inside / len(changed) > 0.2  # not only before or after the question
+
+
+def test_arithmetic_without_its_operation_is_refused():
+    """An arithmetic question whose operation became an unknown word is a refusal, with
+    the same numbers and no operation word left; the rest keep their operation."""
+    plain = training_items(4000, seed=0, augment=False)
+    items = training_items(4000, seed=0)
+    arithmetic = [(p, i) for p, i in zip(plain, items, strict=True) if p.skill in ARITHMETIC]
+    refused = [(p, i) for p, i in arithmetic if i.skill == "out of scope"]
+    assert 0.08 < len(refused) / len(arithmetic) < 0.25
+    for before, after in refused:
+        words = after.question.lower().rstrip("?.").split()
+        assert not set(words) & OPERATION_WORDS, after.question
+        assert re.findall(r"\d+", before.question) == re.findall(r"\d+", after.question)
+        assert (after.thinking, after.answer) == ("out of scope", corpus.REFUSAL)
+    for _, after in arithmetic:
+        if after.skill != "out of scope":
+            assert set(after.question.lower().rstrip("?.").split()) & OPERATION_WORDS
 
 
 def test_made_up_words_are_new_spelled_out_and_asked_about_consistently():
@@ -198,7 +226,7 @@ def test_number_reasoning_starts_from_the_operand_slots():
     tokenizer = build_engine(seed=0, d_model=32, n_layers=1, n_heads=2).tokenizer
     number_skills = ["addition", "subtraction", "multiplication", "division", "comparison"]
     items = training_items(1500, seed=5, skills=[*number_skills, "ordering", "conversion"])
-    for item in items:
+    for item in (item for item in items if item.skill != "out of scope"):
         prompt = tokenizer.hf.decode(tokenizer.prompt_ids(item.messages()))
         fields = set(re.search(r"\| ([\d_. ]+) \|", prompt).group(1).split()) - {"___", "___.__"}
         if item.skill == "conversion":  # "×60: 027*006 …": the factor is no operand
@@ -207,6 +235,32 @@ def test_number_reasoning_starts_from_the_operand_slots():
             operands = set(re.findall(r"\d+(?:\.\d+)?", item.thinking.split(":")[0]))
         assert operands and operands <= fields, (item.question, prompt, item.thinking)
         assert not re.search(r"(?<![\d.])0\d", item.answer), item.answer
+
+
+def test_calendar_reasoning_reaches_the_date_in_small_checked_steps():
+    """Every step of "in n days" reasoning is one the model can check locally: the next
+    weekday after the one before, a column sum or difference, a month's length; and the
+    last weekday and the last day (with its month) named are the answer's."""
+    rng = random.Random(3)
+    for _ in range(400):
+        today = dt.date(2024, 1, 1) + dt.timedelta(days=rng.randint(0, 365 * 12))
+        n = rng.randint(1, 40)
+        later = today + dt.timedelta(days=n)
+        weekdays, dates = corpus.step_days(today, n).split("; ")
+        start, *named = weekdays.split()
+        assert start == f"{corpus.DAYS[today.weekday()].lower()}+{n % 7}"
+        assert len(named) == n % 7
+        for earlier, day in zip([start.split("+")[0], *named], named, strict=False):
+            assert corpus.DAYS.index(day.title()) == (corpus.DAYS.index(earlier.title()) + 1) % 7
+        assert ([start.split("+")[0], *named][-1]) == corpus.DAYS[later.weekday()].lower()
+        for x, op, y, c, result in re.findall(r"(\d)([+-])(\d)[+-](\d)=(\d\d)", dates):
+            x, y, c = int(x), int(y), int(c)
+            high, low = int(result[0]), int(result[1])
+            assert (x + y + c == 10 * high + low) if op == "+" else (x - y - c == low - 10 * high)
+        last = dates.split("→ ")[-1].split()
+        assert int(last[0]) == later.day
+        month = corpus.MONTHS[later.month - 1].lower()[:3]
+        assert last[1:] == ([month] if later.month != today.month else [])
 
 
 def test_reduced_training_beats_the_untrained_model():
@@ -285,8 +339,9 @@ def test_a_continued_run_can_grow_into_the_corpus_vocabulary(tmp_path, capsys):
 def test_skill_weights_shift_the_mix_and_unknown_skills_are_refused():
     weights = skill_weights(["out of scope=6", "conversation = 0"])
     assert weights == {"out of scope": 6.0, "conversation": 0.0}
-    plain = Counter(item.skill for item in training_items(4000, seed=1))
-    shifted = Counter(item.skill for item in training_items(4000, seed=1, weights=weights))
+    plain = Counter(item.skill for item in training_items(4000, seed=1, augment=False))
+    drawn = training_items(4000, seed=1, weights=weights, augment=False)
+    shifted = Counter(item.skill for item in drawn)
     assert shifted["out of scope"] > 2.5 * plain["out of scope"]
     assert shifted["conversation"] == 0 < plain["conversation"]
     with pytest.raises(ValueError, match="no skill named 'jokes'"):
