@@ -1153,6 +1153,9 @@ def with_unknown_words(items: list[Item], rng: random.Random) -> list[Item]:
     return out
 
 
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
 def _insertion_points(tokens: list[str], words: str) -> list[int]:
     """Word boundaries where ``words`` leave the question's numbers as they were: not
     inside "three hundred and five" or "nine point one one"."""
@@ -1165,9 +1168,6 @@ def _insertion_points(tokens: list[str], words: str) -> list[int]:
         i for i in range(1, len(tokens)) if numbers([*tokens[:i], words, *tokens[i:]]) == before
     ]
     return [0, len(tokens), *inside]
-
-
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
 ARITHMETIC = ("addition", "subtraction", "multiplication", "division")
