@@ -32,7 +32,7 @@ LABEL_WORDS = frozenset({"word", "words"})
 
 def operand_slots(question: str, spelled: Callable[[str], bool]) -> str:
     """The slot block for a normalised question; ``spelled(word)``: is it spelled out."""
-    numbers = re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", question)[:NUMBER_FIELDS]
+    numbers = numbers_in(question)[:NUMBER_FIELDS]
     decimals = any("." in n for n in numbers)
     number_fields = [padded(n, decimals) for n in numbers]
     empty_number = EMPTY * INTEGER_WIDTH + ("." + EMPTY * DECIMAL_WIDTH if decimals else "")
@@ -43,6 +43,11 @@ def operand_slots(question: str, spelled: Callable[[str], bool]) -> str:
     word_fields = [w.ljust(WORD_WIDTH, EMPTY) for w in words]
     word_fields += [EMPTY * WORD_WIDTH] * (WORD_FIELDS - len(word_fields))
     return f"| {' '.join(number_fields)} | {' '.join(word_fields)}"
+
+
+def numbers_in(question: str) -> list[str]:
+    """The numbers of a normalised question, in order, as the slots take them."""
+    return re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", question)
 
 
 def padded(number: str | int, decimals: bool = False) -> str:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from engine.normalise import normalise_spoken
-from engine.slots import INTEGER_WIDTH, padded
+from engine.slots import INTEGER_WIDTH, numbers_in, padded
 
 HELD_OUT_SHARE = 8  # one item in 8 is kept for evaluation
 
@@ -1145,15 +1145,21 @@ def with_unknown_words(items: list[Item], rng: random.Random) -> list[Item]:
             out.append(item)
             continue
         words = " ".join(rng.sample(UNKNOWN_WORDS, rng.randint(1, 2)))
-        body = item.question.rstrip("?.")
-        tokens = body.split(" ")
-        where = rng.choice(_insertion_points(tokens, words))
-        question = " ".join([*tokens[:where], words, *tokens[where:]])
-        out.append(dataclasses.replace(item, question=question + item.question[len(body) :]))
+        insert = functools.partial(_insert_anywhere, words=words, rng=rng)
+        out.append(dataclasses.replace(item, question=_edit_words(item.question, insert)))
     return out
 
 
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+def _insert_anywhere(tokens: list[str], words: str, rng: random.Random) -> list[str]:
+    where = rng.choice(_insertion_points(tokens, words))
+    return [*tokens[:where], words, *tokens[where:]]
+
+
+def _edit_words(question: str, edit: Callable[[list[str]], list[str]]) -> str:
+    """``question`` with its words (the closing "?" or "." kept aside) passed through
+    ``edit``."""
+    body = question.rstrip("?.")
+    return " ".join(edit(body.split(" "))) + question[len(body) :]
 
 
 def _insertion_points(tokens: list[str], words: str) -> list[int]:
@@ -1161,7 +1167,7 @@ def _insertion_points(tokens: list[str], words: str) -> list[int]:
     inside "three hundred and five" or "nine point one one"."""
 
     def numbers(parts: list[str]) -> list[str]:
-        return _NUMBER.findall(normalise_spoken(" ".join(parts)))
+        return numbers_in(normalise_spoken(" ".join(parts)))
 
     before = numbers(tokens)
     inside = [
@@ -1191,12 +1197,13 @@ def with_unknown_operations(items: list[Item], rng: random.Random) -> list[Item]
         if item.skill not in ARITHMETIC or rng.random() >= NO_OPERATION_SHARE:
             out.append(item)
             continue
-        body = item.question.rstrip("?.")
-        tokens = [
-            rng.choice(UNKNOWN_WORDS) if token.lower() in OPERATION_WORDS else token
-            for token in body.split(" ")
-        ]
-        question = " ".join(tokens) + item.question[len(body) :]
+        question = _edit_words(
+            item.question,
+            lambda tokens: [
+                rng.choice(UNKNOWN_WORDS) if token.lower() in OPERATION_WORDS else token
+                for token in tokens
+            ],
+        )
         out.append(Item("out of scope", question, "out of scope", REFUSAL, item.context))
     return out
 

@@ -250,9 +250,10 @@ def test_calendar_reasoning_reaches_the_date_in_small_checked_steps():
         start, *named = weekdays.split()
         assert start == f"{corpus.DAYS[today.weekday()].lower()}+{n % 7}"
         assert len(named) == n % 7
-        for earlier, day in zip([start.split("+")[0], *named], named, strict=False):
+        days = [start.split("+")[0], *named]
+        for earlier, day in zip(days, named, strict=False):
             assert corpus.DAYS.index(day.title()) == (corpus.DAYS.index(earlier.title()) + 1) % 7
-        assert ([start.split("+")[0], *named][-1]) == corpus.DAYS[later.weekday()].lower()
+        assert days[-1] == corpus.DAYS[later.weekday()].lower()
         for x, op, y, c, result in re.findall(r"(\d)([+-])(\d)[+-](\d)=(\d\d)", dates):
             x, y, c = int(x), int(y), int(c)
             high, low = int(result[0]), int(result[1])
