@@ -91,6 +91,16 @@ def misses(result: Evaluation) -> str:
     return "\n".join(rows)
 
 
+def blend_sentence(blend: dict | None) -> str:
+    """The card's account of a blended run (``models.reasoner_tiny.blend``), if it is one."""
+    if not blend:
+        return ""
+    return (
+        f" Then blended with the run it started from: {1 - blend['share']:.0%} of"
+        f" `{blend['base']}`'s weights and {blend['share']:.0%} of `{blend['tuned']}`'s."
+    )
+
+
 def write_card(
     folder: Path,
     engine: Engine,
@@ -120,6 +130,7 @@ def write_card(
         seed=training.get("seed", "?"),
         hardware=training.get("hardware", "CPU"),
         suffix_share=f"{training.get('suffix_mask_share', 0):.0%}",
+        blend=blend_sentence(training.get("blend")),
         sampler=chosen,
         tried=tried,
         per_skill=per_skill,
