@@ -11,6 +11,7 @@ towards the tuned run: 0 is the base, 1 the tuned run.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 from pathlib import Path
 
@@ -37,9 +38,8 @@ def blend(base: Engine, tuned: Engine, share: float) -> Engine:
             name: (1 - share) * base_state[name].float() + share * tuned_state[name].float()
             for name in tuned_state
         }
-    model = type(tuned.model)(tuned.model.config)
+    model = copy.deepcopy(tuned.model)  # its shape and tied embeddings, no fresh init
     model.load_state_dict(blended)
-    model.tie_weights()
     return Engine(model, tuned.tokenizer, tuned.sampler)
 
 
