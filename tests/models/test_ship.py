@@ -8,7 +8,7 @@ import json
 import safetensors.torch
 import torch
 
-from engine import Engine
+from engine import Engine, SamplerConfig
 from models.reasoner_tiny import ship
 from models.reasoner_tiny.corpus import SKILLS
 from models.reasoner_tiny.train import build_engine
@@ -51,3 +51,25 @@ def test_of_samplers_within_one_answer_of_the_best_the_fastest_is_chosen():
     two_answers_better = means | {"plain": means["padding"] + 2 / 168}
     assert ship.best_candidate(two_answers_better, p50s, 168) == "plain"
     assert ship.best_candidate(means, p50s | {"blocks": 9.0}, 168) == "padding"
+
+
+def test_each_candidate_is_what_its_name_says_whatever_the_run_settled_on():
+    """A run that already settles padding and caches its canvas is still tried plain."""
+    run = SamplerConfig(
+        steps=64,
+        max_new_tokens=135,
+        padding_threshold=0.5,
+        canvas_cache="delayed",
+        position_decay=-0.1,
+        block_length=8,
+    )
+    plain = ship.candidate_sampler(run, ship.CANDIDATES["plain"])
+    assert plain == SamplerConfig(steps=16, max_new_tokens=135)
+    name = "padding settled at p 0.9, position decay -0.003, delayed canvas cache"
+    chosen = ship.candidate_sampler(run, ship.CANDIDATES[name])
+    assert (chosen.padding_threshold, chosen.position_decay) == (0.9, -0.003)
+    assert (chosen.canvas_cache, chosen.block_length, chosen.max_new_tokens) == (
+        "delayed",
+        None,
+        135,
+    )
