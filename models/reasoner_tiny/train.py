@@ -172,6 +172,15 @@ def main(argv: list[str] | None = None) -> int:
         "--init-from", type=Path, help="start from this run's weights and tokenizer"
     )
     parser.add_argument(
+        "--d-model", type=int, help=f"a fresh run's width (default {SHAPE['d_model']})"
+    )
+    parser.add_argument(
+        "--layers", type=int, help=f"a fresh run's depth (default {SHAPE['n_layers']})"
+    )
+    parser.add_argument(
+        "--heads", type=int, help=f"a fresh run's attention heads (default {SHAPE['n_heads']})"
+    )
+    parser.add_argument(
         "--grow-vocabulary",
         action="store_true",
         help="with --init-from: the corpus's words that run's tokenizer lacks become new "
@@ -193,6 +202,19 @@ def main(argv: list[str] | None = None) -> int:
             "--grow-vocabulary grows the tokenizer of --init-from RUN; a fresh run "
             "already takes the corpus's whole vocabulary"
         )
+    shape = {
+        name: value
+        for name, value in (
+            ("d_model", args.d_model),
+            ("n_layers", args.layers),
+            ("n_heads", args.heads),
+        )
+        if value is not None
+    }
+    if shape and args.init_from:
+        parser.error(
+            "--d-model, --layers and --heads shape a fresh run; --init-from keeps its run's"
+        )
     try:
         weights = skill_weights(args.weight)
     except ValueError as error:
@@ -202,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.init_from:
         engine = start_from(args.init_from, grow_vocabulary=args.grow_vocabulary)
     else:
-        engine = build_engine(args.seed)
+        engine = build_engine(args.seed, **shape)
     if args.encoded and all(path.is_file() for path in args.encoded):
         parts = [EncodedData.load(path, engine) for path in args.encoded]
         data = EncodedData.concat(parts, engine.tokenizer.end_id)

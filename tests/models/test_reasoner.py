@@ -337,6 +337,21 @@ def test_a_continued_run_can_grow_into_the_corpus_vocabulary(tmp_path, capsys):
     assert "--grow-vocabulary grows the tokenizer of --init-from" in capsys.readouterr().err
 
 
+def test_a_fresh_run_takes_its_shape_from_the_command_line(tmp_path, capsys):
+    """A fresh run can be wider or deeper than the shipped shape (the GPU burst's second
+    setting); a continued run keeps the shape of the run it continues."""
+    run = tmp_path / "wide"
+    shape = ["--d-model", "48", "--layers", "3", "--heads", "3"]
+    budget = ["--examples", "120", "--steps", "2", "--workers", "1", "--save-every", "0"]
+    assert train_main(["--out", str(run), *shape, *budget]) == 0
+    config = Engine.load(run).model.config
+    assert (config.d_model, config.n_layers, config.n_heads) == (48, 3, 3)
+    assert Engine.load(run).tokenizer.fingerprint() == build_engine(0).tokenizer.fingerprint()
+    with pytest.raises(SystemExit):
+        train_main(["--init-from", str(run), "--layers", "6", "--out", str(tmp_path / "x")])
+    assert "--init-from keeps its run's" in capsys.readouterr().err
+
+
 def test_skill_weights_shift_the_mix_and_unknown_skills_are_refused():
     weights = skill_weights(["out of scope=6", "conversation = 0"])
     assert weights == {"out of scope": 6.0, "conversation": 0.0}
