@@ -23,6 +23,7 @@ import re
 import zlib
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from engine.normalise import normalise_spoken
@@ -1009,8 +1010,13 @@ def _pair(rng: random.Random, held_out: bool, skill: str, draw: Callable[[], tup
             return value
 
 
+# Set while held-out items are drawn in training's phrasings (``held_out_set``).
+_TRAINED_PHRASINGS: ContextVar[bool] = ContextVar("trained_phrasings", default=False)
+
+
 def _phrase(rng: random.Random, held_out: bool, phrases: tuple[list[str], list[str]]) -> str:
-    return rng.choice(phrases[1] if held_out else phrases[0])
+    held_out_phrasing = held_out and not _TRAINED_PHRASINGS.get()
+    return rng.choice(phrases[1] if held_out_phrasing else phrases[0])
 
 
 def _as_number(text: str) -> int | str:
@@ -1276,18 +1282,26 @@ def held_out_set(
     seed: int = 1234,
     skills: Collection[str] | None = None,
     follow_up: bool = False,
+    trained_phrasings: bool = False,
 ) -> dict[str, list[Item]]:
     """Evaluation items per skill: held-out numbers, words, dates and phrasings only.
 
     With ``follow_up`` the same items each come after one earlier exchange (another
-    held-out question of any skill with its answer), as in a conversation.
+    held-out question of any skill with its answer), as in a conversation. With
+    ``trained_phrasings`` the held-out numbers, words, dates and topics are asked in the
+    phrasings training uses: a skill that scores far higher so is held back by unfamiliar
+    wording rather than by its reasoning.
     """
     rng = random.Random(seed)
-    sets = {
-        skill: [with_date(maker(rng, True), rng, True) for _ in range(per_skill)]
-        for skill, (maker, _) in SKILLS.items()
-        if skills is None or skill in skills
-    }
+    token = _TRAINED_PHRASINGS.set(trained_phrasings)
+    try:
+        sets = {
+            skill: [with_date(maker(rng, True), rng, True) for _ in range(per_skill)]
+            for skill, (maker, _) in SKILLS.items()
+            if skills is None or skill in skills
+        }
+    finally:
+        _TRAINED_PHRASINGS.reset(token)
     if not follow_up:
         return sets
     rng = random.Random(f"follow-up:{seed}")

@@ -32,10 +32,14 @@ class Evaluation:
     scores: list[SkillScore]
     latencies_ms: list[float]
     follow_up: bool = False  # every question came after an earlier exchange
+    trained_phrasings: bool = False  # held-out values asked in training's phrasings
 
     @property
     def label(self) -> str:
-        return f"{self.steps} steps" + (", follow-up" if self.follow_up else "")
+        follow_up = ", follow-up" if self.follow_up else ""
+        return f"{self.steps} steps{follow_up}" + (
+            ", trained phrasings" if self.trained_phrasings else ""
+        )
 
     @property
     def mean(self) -> float:
@@ -54,6 +58,7 @@ class Evaluation:
         return {
             "steps": self.steps,
             "follow_up": self.follow_up,
+            "trained_phrasings": self.trained_phrasings,
             "accuracy": {s.skill: round(s.accuracy, 4) for s in self.scores},
             "latency_ms": {"p50": round(self.p50_ms, 1), "p90": round(self.p90_ms, 1)},
         }
@@ -71,16 +76,19 @@ def evaluate(
     skills: Collection[str] | None = None,
     seed: int = 1234,
     follow_up: bool = False,
+    trained_phrasings: bool = False,
     **options,
 ) -> Evaluation:
     """Answer every held-out item; ``options`` go to the sampler (e.g. ``block_length``).
 
     ``seed`` picks which held-out items are drawn: the reported figures use the default,
     choices such as sampler settings are made on another seed. ``follow_up`` asks each
-    question after an earlier exchange, the way the assistant's memory passes it.
+    question after an earlier exchange, the way the assistant's memory passes it, and
+    ``trained_phrasings`` asks the held-out values in training's phrasings (see
+    ``held_out_set``).
     """
     scores, latencies = [], []
-    sets = held_out_set(per_skill, seed=seed, skills=skills, follow_up=follow_up)
+    sets = held_out_set(per_skill, seed, skills, follow_up, trained_phrasings)
     for skill, items in sets.items():
         score = SkillScore(skill)
         for item in items:
@@ -92,7 +100,7 @@ def evaluate(
             elif len(score.misses) < 3:
                 score.misses.append((item.question, item.answer, answer.text))
         scores.append(score)
-    return Evaluation(steps, scores, latencies, follow_up)
+    return Evaluation(steps, scores, latencies, follow_up, trained_phrasings)
 
 
 def left_to_right(

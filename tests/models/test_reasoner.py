@@ -26,6 +26,7 @@ from models.reasoner_tiny.corpus import (
     held_out_set,
     is_held_out,
     made_up_words,
+    number_words,
     training_items,
     vocabulary,
     words_in,
@@ -68,6 +69,33 @@ def test_no_held_out_item_reaches_training():
         for item in items:
             if item.context:
                 assert is_held_out(f"cal:{(_date_offset(item.context),)}"), item
+
+
+def test_held_out_values_can_be_asked_in_training_phrasings():
+    """``trained_phrasings`` swaps only the wording: the numbers, words and dates stay
+    held out, and no question uses a word that only held-out phrasings have."""
+    train_items = training_items(30_000, seed=0)
+    train_answers = {(i.skill, i.answer) for i in train_items}
+    pairs = corpus.phrasings()
+    held_out_only = words_in(text for _, held in pairs for text in held)
+    held_out_only -= words_in(text for train, _ in pairs for text in train)
+    decorations = ["um uh so hey okay please for me"]  # what transcript() adds to any side
+    held_out_only -= words_in([*WORDS, *map(number_words, range(1000)), *decorations])
+
+    def words(item: corpus.Item) -> set[str]:
+        return set(re.findall(r"[a-z]+", normalise_spoken(item.question)))
+
+    plain = held_out_set(40, seed=3)
+    trained = held_out_set(40, seed=3, trained_phrasings=True)
+    assert any(words(i) & held_out_only for items in plain.values() for i in items)
+    for skill, items in trained.items():
+        for item in items:
+            assert not words(item) & held_out_only, item
+            if skill in CONTENT_SKILLS:
+                assert (skill, item.answer) not in train_answers, item
+            if item.context:
+                assert is_held_out(f"cal:{(_date_offset(item.context),)}"), item
+    assert held_out_set(40, seed=3) == plain  # the setting does not outlive the call
 
 
 def test_every_skill_is_in_both_sides():

@@ -94,6 +94,8 @@ def test_ask_json_with_the_shipped_model():
 
 @pytest.mark.skipif(QUICKSILVER is None, reason="the package is not installed")
 def test_eval_json_reports_every_skill_with_and_without_an_earlier_exchange():
+    """Also in training's phrasings (``--trained-phrasings``), which the second run uses."""
+
     def run(*flags: str) -> dict:
         result = subprocess.run(
             [QUICKSILVER, "eval", "--per-skill", "1", "--steps", "8", "--json", *flags],
@@ -106,8 +108,9 @@ def test_eval_json_reports_every_skill_with_and_without_an_earlier_exchange():
         (figures,) = json.loads(result.stdout)
         return figures
 
-    single, follow_up = run("--in-order"), run("--follow-up")
+    single, follow_up = run("--in-order"), run("--follow-up", "--trained-phrasings")
     assert (single["follow_up"], follow_up["follow_up"]) == (False, True)
+    assert (single["trained_phrasings"], follow_up["trained_phrasings"]) == (False, True)
     assert set(single["in_reading_order"]) == set(held_out_set(1))
     assert "in_reading_order" not in follow_up
     for figures in (single, follow_up):
