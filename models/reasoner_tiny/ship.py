@@ -129,7 +129,9 @@ def write_card(
     chosen, validation = sampler_choice
     tried = ", ".join(f"{name} {mean:.1%}" for name, mean in validation.items())
     weights = folder / "model.safetensors"
-    at_16 = next(r for r in results if r.steps == 16 and not r.follow_up)
+    at_16 = next(
+        r for r in results if r.steps == 16 and not r.follow_up and not r.trained_phrasings
+    )
     template = (HERE / "MODEL_CARD.template.md").read_text(encoding="utf-8")
     card = template.format(
         parameters=f"{config.parameter_count() / 1e6:.1f}M",
@@ -174,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen, engine.sampler, validation = choose_sampler(engine, args.validation_per_skill)
     results = [evaluate(engine, args.per_skill, steps=steps) for steps in (8, 16, 32)]
     results.append(evaluate(engine, args.per_skill, steps=16, follow_up=True))
+    results.append(evaluate(engine, args.per_skill, steps=16, trained_phrasings=True))
     in_order = left_to_right(engine, args.in_order_per_skill)
     target = Path(args.to)
     engine.save(target, dtype=torch.float16)

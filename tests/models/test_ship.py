@@ -33,7 +33,8 @@ def test_ship_writes_fp16_weights_and_a_card_of_measured_figures(tmp_path, capsy
     assert "7 steps of batch 4" in card
     header = next(line for line in card.splitlines() if line.startswith("| skill |"))
     assert header == (
-        "| skill | 8 steps | 16 steps | 32 steps | 16 steps, follow-up | in reading order |"
+        "| skill | 8 steps | 16 steps | 32 steps | 16 steps, follow-up "
+        "| 16 steps, trained phrasings | in reading order |"
     )
     for skill in SKILLS:
         assert f"| {skill} |" in card
