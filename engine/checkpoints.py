@@ -17,6 +17,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from . import hub
 from .model import ModelConfig, Transformer
 from .sampler import SamplerConfig
 from .tokenizer import ChatTemplate, SpecialTokens, Tokenizer
@@ -117,46 +118,33 @@ def resolve_checkpoint(spec: str | Path) -> Path:
     registered = {ep.name: ep for ep in entry_points(group=ENTRY_POINTS)}
     if spec in registered:
         return Path(registered[spec].load()())
+    if hub.HUB_ID.fullmatch(str(spec)):
+        return hub.download(str(spec))
     names = ", ".join(sorted(registered)) or "none installed"
     raise FileNotFoundError(
         f"no checkpoint folder at {spec}; pass a folder holding {CONFIG_FILE}, {WEIGHTS_FILE} "
-        f"and {TOKENIZER_FILE}, or a registered name ({names})"
+        f"and {TOKENIZER_FILE}, a registered name ({names}) or a Hugging Face id (owner/name)"
     )
 
 
 def load_checkpoint(
     spec: str | Path,
 ) -> tuple[CheckpointConfig, dict[str, torch.Tensor], Tokenizer]:
-    """Read and check a checkpoint folder (a path or a registered name)."""
+    """Read and check a checkpoint folder (a path, a registered name or a hub id); a
+    Hugging Face-layout folder (LLaDA, Qwen-layout MDLMs) is read through ``engine.hub``."""
     folder = resolve_checkpoint(spec)
     if not folder.is_dir():
         raise FileNotFoundError(
             f"no checkpoint folder at {folder}; pass a folder holding {CONFIG_FILE}, "
             f"{WEIGHTS_FILE} and {TOKENIZER_FILE}"
         )
-    missing = [
-        name
-        for name in (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE)
-        if not (folder / name).is_file()
-    ]
-    if missing:
-        raise FileNotFoundError(
-            f"checkpoint folder {folder} lacks {', '.join(missing)}; a checkpoint needs "
-            f"{CONFIG_FILE}, {WEIGHTS_FILE} and {TOKENIZER_FILE} (re-save or re-download it)"
-        )
-    try:
-        data = json.loads((folder / CONFIG_FILE).read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(
-            f"{folder / CONFIG_FILE} is not valid JSON ({error}); re-save the checkpoint"
-        ) from None
-    config = CheckpointConfig.from_dict(data, folder / CONFIG_FILE)
-    try:
-        state = load_file(str(folder / WEIGHTS_FILE))
-    except (SafetensorError, OSError) as error:
-        raise ValueError(
-            f"{folder / WEIGHTS_FILE} cannot be read ({error}); re-save the checkpoint"
-        ) from None
+    if hub.is_hub_folder(folder):
+        _require(folder, (CONFIG_FILE, TOKENIZER_FILE))
+        model, specials, template, state = hub.read_hub_checkpoint(folder)
+        config = CheckpointConfig(model, specials, template)
+    else:
+        _require(folder, (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE))
+        config, state = _read_own_format(folder)
     try:
         tokenizer = Tokenizer.from_file(
             folder / TOKENIZER_FILE, config.special_tokens, config.chat_template
@@ -174,6 +162,32 @@ def load_checkpoint(
             f"{config.model.vocab_size}; the files come from different checkpoints"
         )
     return config, state, tokenizer
+
+
+def _require(folder: Path, names: tuple[str, ...]) -> None:
+    missing = [name for name in names if not (folder / name).is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"checkpoint folder {folder} lacks {', '.join(missing)}; a checkpoint needs "
+            f"{CONFIG_FILE}, {WEIGHTS_FILE} and {TOKENIZER_FILE} (re-save or re-download it)"
+        )
+
+
+def _read_own_format(folder: Path) -> tuple[CheckpointConfig, dict[str, torch.Tensor]]:
+    try:
+        data = json.loads((folder / CONFIG_FILE).read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{folder / CONFIG_FILE} is not valid JSON ({error}); re-save the checkpoint"
+        ) from None
+    config = CheckpointConfig.from_dict(data, folder / CONFIG_FILE)
+    try:
+        state = load_file(str(folder / WEIGHTS_FILE))
+    except (SafetensorError, OSError) as error:
+        raise ValueError(
+            f"{folder / WEIGHTS_FILE} cannot be read ({error}); re-save the checkpoint"
+        ) from None
+    return config, state
 
 
 def check_weights(config: ModelConfig, state: dict[str, torch.Tensor], folder: Path) -> None:

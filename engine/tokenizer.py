@@ -37,8 +37,10 @@ class SpecialTokens:
 
     mask: str = "<|mask|>"
     end: str = "<|end|>"
-    think: str = "<|think|>"
-    answer: str = "<|answer|>"
+    # The reasoning and answer markers; None for a model that writes its answer only
+    # (the open checkpoints of engine.hub).
+    think: str | None = "<|think|>"
+    answer: str | None = "<|answer|>"
 
 
 @dataclass
@@ -151,7 +153,8 @@ def _add_specials(
     tok: tokenizers.Tokenizer, specials: SpecialTokens, extra_special: Sequence[str]
 ) -> None:
     template_specials = ["<|system|>", "<|user|>", "<|assistant|>"]
-    names = [*asdict(specials).values(), *template_specials, *extra_special]
+    names = [name for name in asdict(specials).values() if name is not None]
+    names += [*template_specials, *extra_special]
     tok.add_special_tokens(list(dict.fromkeys(names)))
 
 
@@ -167,8 +170,10 @@ class Tokenizer:
         self.hf = hf
         self.specials = specials or SpecialTokens()
         self.template = template or ChatTemplate()
-        ids = {}
+        ids: dict[str, int | None] = {"think": None, "answer": None}
         for role, name in asdict(self.specials).items():
+            if name is None and role in ids:
+                continue
             token_id = hf.token_to_id(name)
             if token_id is None:
                 raise ValueError(
@@ -179,7 +184,8 @@ class Tokenizer:
         self.mask_id, self.end_id = ids["mask"], ids["end"]
         self.think_id, self.answer_id = ids["think"], ids["answer"]
         self.vocab_size = hf.get_vocab_size(with_added_tokens=True)
-        self.starts_in_reasoning = self.template.generation_prompt.endswith(self.specials.think)
+        think = self.specials.think
+        self.starts_in_reasoning = bool(think) and self.template.generation_prompt.endswith(think)
         self._spelled: dict[str, bool] = {}
 
     @classmethod

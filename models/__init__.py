@@ -13,11 +13,9 @@ HERE = Path(__file__).parent
 SHIPPED = {"reasoner-tiny": HERE / "reasoner_tiny"}
 BUNDLED = "reasoner-tiny"
 
-# Open diffusion language models for users with a GPU (Hugging Face ids); see README.
-KNOWN_HUB_MODELS = {
-    "llada-8b-instruct": "GSAI-ML/LLaDA-8B-Instruct",
-    "dream-7b-instruct": "Dream-org/Dream-v0-Instruct-7B",
-}
+# Open diffusion language models for users with a GPU (Hugging Face ids), registered by
+# name in pyproject.toml; any other hub id of a family engine.hub reads works as well.
+KNOWN_HUB_MODELS = {"llada-8b-instruct": "GSAI-ML/LLaDA-8B-Instruct"}
 
 
 def path(name: str) -> Path:
@@ -41,3 +39,10 @@ def bundled() -> Path:
 
 def reasoner_tiny_folder() -> Path:
     return path("reasoner-tiny")
+
+
+def llada_8b_instruct() -> Path:
+    """LLaDA-8B-Instruct from the Hugging Face hub (downloaded once, about 16 GB)."""
+    from engine.hub import download
+
+    return download(KNOWN_HUB_MODELS["llada-8b-instruct"])

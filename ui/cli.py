@@ -117,8 +117,9 @@ def _add_engine_commands(sub: argparse._SubParsersAction) -> None:
     ask.add_argument(
         "--model",
         default="bundled",
-        help="checkpoint folder (config.json, model.safetensors, tokenizer.json); "
-        "default: the model shipped with Quicksilver",
+        help="checkpoint folder (config.json, model.safetensors, tokenizer.json), a "
+        "registered name (llada-8b-instruct) or a Hugging Face id of a LLaDA or Qwen-layout "
+        "diffusion model (downloaded once); default: the model shipped with Quicksilver",
     )
     ask.add_argument("--steps", type=int, default=16, help="denoising steps (default 16)")
     ask.add_argument(

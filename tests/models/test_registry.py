@@ -9,6 +9,7 @@ from engine import Engine
 from engine.checkpoints import resolve_checkpoint
 
 from ..engine.conftest import tiny_config
+from ..engine.test_hub import cached_hub_model, load_in_a_fresh_process
 
 
 def test_registered_names_resolve_through_entry_points(tmp_path, monkeypatch):
@@ -27,7 +28,16 @@ def test_a_model_without_weights_says_how_to_build_it(tmp_path, monkeypatch):
 
 
 def test_unknown_names_list_the_known_ones():
-    with pytest.raises(FileNotFoundError, match=r"registered name \(bundled, reasoner-tiny\)"):
+    with pytest.raises(
+        FileNotFoundError, match=r"registered name \(bundled, llada-8b-instruct, reasoner-tiny\)"
+    ):
         Engine.load("no-such-model")
     with pytest.raises(FileNotFoundError, match="no shipped model named 'nope'"):
         models.path("nope")
+
+
+def test_llada_by_name_is_the_hub_model_read_through_the_cache(tmp_path):
+    cached_hub_model(tmp_path / "hf", models.KNOWN_HUB_MODELS["llada-8b-instruct"])
+    loaded = load_in_a_fresh_process("llada-8b-instruct", tmp_path / "hf")
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.split() == ["64"]
