@@ -66,18 +66,13 @@ def _llada_config(c: dict) -> ModelConfig:
 
 def _qwen_config(c: dict) -> ModelConfig:
     heads = c["num_attention_heads"]
-    head_dim = c.get("head_dim", c["hidden_size"] // heads)
-    if head_dim * heads != c["hidden_size"]:
-        raise ValueError(
-            f"this checkpoint's heads are {head_dim} wide, not hidden_size / heads "
-            f"({c['hidden_size']} / {heads}); the engine's attention needs the two to agree"
-        )
     qwen3 = c["model_type"] == "qwen3"
     return ModelConfig(
         vocab_size=c["vocab_size"],
         d_model=c["hidden_size"],
         n_layers=c["num_hidden_layers"],
         n_heads=heads,
+        head_size=c.get("head_dim"),  # Qwen3's heads may be wider than hidden_size / heads
         n_kv_heads=c.get("num_key_value_heads") or heads,
         mlp_hidden=c["intermediate_size"],
         max_seq_len=c.get("max_position_embeddings", 4096),

@@ -43,6 +43,7 @@ class ModelConfig:
     qk_norm: bool = False
     tie_embeddings: bool = False
     prompt_sees_reply: bool = True  # False: prompt attends to itself only (exact prompt cache)
+    head_size: int | None = None  # None: d_model / n_heads (Qwen3 checkpoints use wider heads)
 
     def __post_init__(self) -> None:
         if self.n_kv_heads is None:
@@ -50,14 +51,14 @@ class ModelConfig:
         if self.mlp_hidden is None:
             self.mlp_hidden = 64 * math.ceil(8 * self.d_model / 3 / 64)
         problems = []
-        if self.d_model % self.n_heads:
+        if self.head_size is None and self.d_model % self.n_heads:
             problems.append(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
         if self.n_heads % self.n_kv_heads:
             problems.append(
                 f"n_heads {self.n_heads} is not divisible by n_kv_heads {self.n_kv_heads}"
             )
-        if (self.d_model // self.n_heads) % 2:
-            problems.append("the head dimension d_model / n_heads must be even for RoPE")
+        if self.head_dim % 2:
+            problems.append(f"the head dimension {self.head_dim} must be even for RoPE")
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_seq_len"):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be at least 1")
@@ -66,7 +67,7 @@ class ModelConfig:
 
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        return self.head_size or self.d_model // self.n_heads
 
     def to_dict(self) -> dict:
         return asdict(self)

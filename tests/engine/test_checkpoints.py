@@ -24,7 +24,11 @@ def logits(engine: Engine) -> torch.Tensor:
 
 @pytest.mark.parametrize(
     "options",
-    [{}, {"tie_embeddings": True, "n_kv_heads": 2, "qk_norm": True, "qkv_bias": True}],
+    [
+        {},
+        {"tie_embeddings": True, "n_kv_heads": 2, "qk_norm": True, "qkv_bias": True},
+        {"head_size": 32},  # heads wider than d_model / n_heads
+    ],
 )
 def test_round_trip_gives_identical_logits_and_answers(tmp_path, options):
     sampler = SamplerConfig(steps=8, max_new_tokens=40, confidence="margin")

@@ -129,8 +129,9 @@ def test_a_llada_checkpoint_loads_with_its_weights_tokens_and_chat_template(tmp_
     assert answer.forward_passes == 4 and answer.thinking == ""  # no reasoning region
 
 
-def test_a_qwen3_mdlm_with_tied_embeddings_grouped_heads_and_qk_norm_loads(tmp_path):
-    options = dict(n_kv_heads=2, qk_norm=True, tie_embeddings=True)
+def test_a_qwen3_mdlm_with_wide_tied_grouped_normed_heads_loads(tmp_path):
+    """Qwen3-0.6B's heads are wider than hidden_size / heads (128 against 64): so here."""
+    options = dict(n_kv_heads=2, qk_norm=True, tie_embeddings=True, head_size=32)
     shape = ModelConfig(
         vocab_size=vocab(CHATML_SPECIALS), d_model=64, n_layers=2, n_heads=4, mlp_hidden=96,
         max_seq_len=256, rope_theta=1_000_000.0, norm_eps=1e-6, **options,
@@ -141,7 +142,7 @@ def test_a_qwen3_mdlm_with_tied_embeddings_grouped_heads_and_qk_norm_loads(tmp_p
     state = hub_names(state, top, QWEN_LAYER, "model.layers.")
     config = {
         "model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
         "intermediate_size": 96, "vocab_size": shape.vocab_size, "max_position_embeddings": 256,
         "rope_theta": 1_000_000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
         "attention_bias": False,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -45,12 +47,27 @@ def test_llada_shape_matches_the_published_size():
     assert 8.0e9 < ModelConfig.llada_8b().parameter_count() < 8.1e9
 
 
+def test_wide_heads_count_as_qwen3_06b_is_published():
+    """Qwen3-0.6B: 0.44B parameters besides its (tied) embedding; its heads are 128 wide,
+    twice hidden_size / heads."""
+    qwen3 = ModelConfig(
+        vocab_size=151_936, d_model=1024, n_layers=28, n_heads=16, n_kv_heads=8,
+        head_size=128, mlp_hidden=3072, qk_norm=True, tie_embeddings=True,
+    )  # fmt: skip
+    embedding = 151_936 * 1024
+    assert 0.43e9 < qwen3.parameter_count() - embedding < 0.45e9
+    small = dataclasses.replace(qwen3, vocab_size=64, n_layers=1, d_model=32, max_seq_len=16)
+    logits = build(small)(torch.randint(64, (1, 5)))
+    assert logits.shape == (1, 5, 64) and torch.isfinite(logits).all()
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
         ({"d_model": 65}, "not divisible by n_heads"),
         ({"n_kv_heads": 3}, "not divisible by n_kv_heads"),
         ({"d_model": 12, "n_heads": 4}, "must be even"),
+        ({"head_size": 15}, "head dimension 15 must be even"),
         ({"n_layers": 0}, "n_layers must be at least 1"),
     ],
 )
