@@ -33,7 +33,7 @@ from safetensors.torch import load_file
 from .model import ModelConfig
 from .tokenizer import ChatTemplate, SpecialTokens
 
-HUB_FILES = ["config.json", "*.safetensors", "tokenizer.json", "tokenizer_config.json"]
+HUB_FILES = ["config.json", "*.safetensors", "tokenizer.json"]  # what read_hub_checkpoint reads
 HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 
 
