@@ -18,7 +18,7 @@ import torch
 
 from engine import Engine, SamplerConfig
 
-from .evaluate import Evaluation, evaluate, left_to_right
+from .evaluate import TARGET, Evaluation, evaluate, left_to_right
 
 HERE = Path(__file__).parent
 CARD = "MODEL_CARD.md"
@@ -154,7 +154,7 @@ def write_card(
         in_order_per_skill=in_order[1],
         table=accuracy_table(results, in_order[0]),
         misses=misses(at_16),
-        below_target=", ".join(s.skill for s in at_16.scores if s.accuracy < 0.95) or "none",
+        below_target=", ".join(s.skill for s in at_16.scores if s.accuracy < TARGET) or "none",
     )
     path = folder / CARD
     path.write_text(card, encoding="utf-8")
