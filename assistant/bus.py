@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 
-from assistant.events import Event
+from quicksilver.assistant.events import Event
 
 Callback = Callable[[Event], None]
 log = logging.getLogger(__name__)

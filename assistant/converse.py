@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from assistant.memory import Memory
-from assistant.session import engine_memory, spoken_answer
-from audio.stt import Transcriber
-from audio.tts import Voice
-from audio.vad import SpeechEnd, VadConfig, VoiceActivity
-from audio.wavfile import write_wav
-from engine import Engine
+from quicksilver.assistant.memory import Memory
+from quicksilver.assistant.session import engine_memory, spoken_answer
+from quicksilver.audio.stt import Transcriber
+from quicksilver.audio.tts import Voice
+from quicksilver.audio.vad import SpeechEnd, VadConfig, VoiceActivity
+from quicksilver.audio.wavfile import write_wav
+from quicksilver.engine import Engine
 
 
 @dataclass(frozen=True)

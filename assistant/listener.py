@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-
-from audio.devices import AudioDeviceError
-from audio.vad import SAMPLE_RATE, SpeechEnd, SpeechStart, VoiceActivity
+from quicksilver.audio.devices import AudioDeviceError
+from quicksilver.audio.vad import SAMPLE_RATE, SpeechEnd, SpeechStart, VoiceActivity
 
 
 class FrameSource(Protocol):

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from audio.stt import Transcriber
-from audio.tts import Voice
-from engine import Engine
+from quicksilver.audio.stt import Transcriber
+from quicksilver.audio.tts import Voice
+from quicksilver.engine import Engine
 
 T = TypeVar("T")
 

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
-
-from audio.textnorm import normalize_text
-from audio.tts import split_sentences
+from quicksilver.audio.textnorm import normalize_text
+from quicksilver.audio.tts import split_sentences
 
 
 class AudioOutput(Protocol):

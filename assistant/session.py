@@ -25,10 +25,9 @@ from datetime import date
 from typing import Any
 
 import numpy as np
-
-from assistant.bus import Callback, EventBus, Subscription
-from assistant.config import Settings
-from assistant.events import (
+from quicksilver.assistant.bus import Callback, EventBus, Subscription
+from quicksilver.assistant.config import Settings
+from quicksilver.assistant.events import (
     AnswerReady,
     AudioLevel,
     Denoise,
@@ -43,7 +42,7 @@ from assistant.events import (
     SpeechStarted,
     TurnMetrics,
 )
-from assistant.listener import (
+from quicksilver.assistant.listener import (
     Began,
     Ended,
     Failed,
@@ -56,14 +55,14 @@ from assistant.listener import (
     Resumed,
     Signal,
 )
-from assistant.memory import Memory
-from assistant.playback import AudioOutput, Playback
-from assistant.transcript import Source, TranscriptLog, TurnRecord, now_iso
-from audio.stt import Transcriber
-from audio.tts import SpeechChunk, Voice
-from audio.vad import VadConfig, VoiceActivity
-from engine import Answer, DenoiseFrame, Engine
-from engine.normalise import normalise_spoken
+from quicksilver.assistant.memory import Memory
+from quicksilver.assistant.playback import AudioOutput, Playback
+from quicksilver.assistant.transcript import Source, TranscriptLog, TurnRecord, now_iso
+from quicksilver.audio.stt import Transcriber
+from quicksilver.audio.tts import SpeechChunk, Voice
+from quicksilver.audio.vad import VadConfig, VoiceActivity
+from quicksilver.engine import Answer, DenoiseFrame, Engine
+from quicksilver.engine.normalise import normalise_spoken
 
 log = logging.getLogger(__name__)
 

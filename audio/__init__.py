@@ -4,12 +4,18 @@ Imports nothing else of the project; each part is usable alone. Heavy libraries
 (faster-whisper, Piper, onnxruntime, PortAudio) load only when a part is created.
 """
 
-from audio.devices import AudioDeviceError, DeviceInfo, Microphone, Speaker, list_devices
-from audio.streaming import FinalText, PartialText, StreamingTranscriber
-from audio.stt import Segment, SttOptions, Transcriber
-from audio.tts import SpeechChunk, Voice
-from audio.vad import SpeechEnd, SpeechStart, VadConfig, VoiceActivity
-from audio.wavfile import AudioFileError, read_wav, write_wav
+from quicksilver.audio.devices import (
+    AudioDeviceError,
+    DeviceInfo,
+    Microphone,
+    Speaker,
+    list_devices,
+)
+from quicksilver.audio.streaming import FinalText, PartialText, StreamingTranscriber
+from quicksilver.audio.stt import Segment, SttOptions, Transcriber
+from quicksilver.audio.tts import SpeechChunk, Voice
+from quicksilver.audio.vad import SpeechEnd, SpeechStart, VadConfig, VoiceActivity
+from quicksilver.audio.wavfile import AudioFileError, read_wav, write_wav
 
 __all__ = [
     "AudioDeviceError",

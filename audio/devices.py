@@ -19,8 +19,7 @@ from types import ModuleType
 from typing import Literal
 
 import numpy as np
-
-from audio.resample import Resampler
+from quicksilver.audio.resample import Resampler
 
 Kind = Literal["input", "output"]
 log = logging.getLogger(__name__)

@@ -15,9 +15,8 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-
-from audio.stt import Transcriber
-from audio.vad import SAMPLE_RATE, SpeechEnd, SpeechStart, VoiceActivity
+from quicksilver.audio.stt import Transcriber
+from quicksilver.audio.vad import SAMPLE_RATE, SpeechEnd, SpeechStart, VoiceActivity
 
 
 @dataclass(frozen=True)

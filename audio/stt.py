@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from audio.vad import SAMPLE_RATE, SileroVad, VadConfig, speech_segments
+from quicksilver.audio.vad import SAMPLE_RATE, SileroVad, VadConfig, speech_segments
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from audio.textnorm import normalize_text
+from quicksilver.audio.textnorm import normalize_text
 
 DEFAULT_VOICE = "en_US-joe-medium"
 _MAX_PIECE_CHARS = 220  # longer sentences are split so no chunk takes long to synthesise

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from audio.resample import resample
+from quicksilver.audio.resample import resample
 
 _PCM, _FLOAT, _EXTENSIBLE = 0x0001, 0x0003, 0xFFFE
 _CODEC_NAMES = {0x0002: "Microsoft ADPCM", 0x0006: "A-law", 0x0007: "µ-law", 0x0011: "IMA ADPCM",

@@ -19,12 +19,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from audio.streaming import FinalText, StreamingTranscriber
-from audio.stt import SttOptions, Transcriber
-from audio.tts import Voice
-from audio.vad import SAMPLE_RATE, VoiceActivity
-from audio.wavfile import read_wav
+from quicksilver.audio.streaming import FinalText, StreamingTranscriber
+from quicksilver.audio.stt import SttOptions, Transcriber
+from quicksilver.audio.tts import Voice
+from quicksilver.audio.vad import SAMPLE_RATE, VoiceActivity
+from quicksilver.audio.wavfile import read_wav
 
 QUESTIONS = [
     "What is seventeen times three?",

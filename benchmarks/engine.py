@@ -33,10 +33,9 @@ from pathlib import Path
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
 
 import torch  # noqa: E402
-
-from engine import Engine, ModelConfig, Tokenizer  # noqa: E402
-from engine.model import KVCache, Transformer  # noqa: E402
-from engine.sampler import CanvasCache  # noqa: E402
+from quicksilver.engine import Engine, ModelConfig, Tokenizer  # noqa: E402
+from quicksilver.engine.model import KVCache, Transformer  # noqa: E402
+from quicksilver.engine.sampler import CanvasCache  # noqa: E402
 
 SIZES: dict[str, Callable[[], ModelConfig]] = {
     "tiny": lambda: ModelConfig(vocab_size=512, d_model=128, n_layers=4, n_heads=4),  # 1M

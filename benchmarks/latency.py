@@ -24,16 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from quicksilver.assistant.events import AnswerReady, Event, FinalTranscript, TurnMetrics
+from quicksilver.assistant.listener import ListenConfig
+from quicksilver.assistant.session import Session, SessionConfig
+from quicksilver.audio.devices import AudioDeviceError
+from quicksilver.audio.stt import Transcriber
+from quicksilver.audio.tts import Voice
+from quicksilver.audio.vad import FRAME_SAMPLES, SAMPLE_RATE
+from quicksilver.engine import Engine
 
-from assistant.events import AnswerReady, Event, FinalTranscript, TurnMetrics
-from assistant.listener import ListenConfig
-from assistant.session import Session, SessionConfig
-from audio.devices import AudioDeviceError
-from audio.stt import Transcriber
-from audio.tts import Voice
-from audio.vad import FRAME_SAMPLES, SAMPLE_RATE
 from benchmarks.audio import espeak
-from engine import Engine
 
 QUESTIONS = [
     "Hello.",

@@ -16,10 +16,9 @@ import argparse
 import statistics
 
 import torch
-
-from engine import Engine, SamplerConfig
-from models.reasoner_tiny.evaluate import evaluate
-from models.reasoner_tiny.ship import CANDIDATES, VALIDATION_SEED
+from quicksilver.engine import Engine, SamplerConfig
+from quicksilver.models.reasoner_tiny.evaluate import evaluate
+from quicksilver.models.reasoner_tiny.ship import CANDIDATES, VALIDATION_SEED
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+from quicksilver.audio.devices import Speaker
 
-from audio.devices import Speaker
 from tests.audio.test_devices import loud_spans
 from tests.conftest import refresh_portaudio, running_pulse
 

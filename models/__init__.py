@@ -26,8 +26,9 @@ def path(name: str) -> Path:
     if not (folder / "model.safetensors").is_file():
         raise FileNotFoundError(
             f"the model {name!r} is not built in this installation ({folder} has no weights); "
-            "train it with `python -m models.reasoner_tiny.train`, ship it with "
-            "`python -m models.reasoner_tiny.ship build/reasoner-tiny`, or pass --model PATH"
+            "train it with `python -m quicksilver.models.reasoner_tiny.train`, ship it with "
+            "`python -m quicksilver.models.reasoner_tiny.ship build/reasoner-tiny`, or pass "
+            "--model PATH"
         )
     return folder
 
@@ -43,6 +44,6 @@ def reasoner_tiny_folder() -> Path:
 
 def llada_8b_instruct() -> Path:
     """LLaDA-8B-Instruct from the Hugging Face hub (downloaded once, about 16 GB)."""
-    from engine.hub import download
+    from quicksilver.engine.hub import download
 
     return download(KNOWN_HUB_MODELS["llada-8b-instruct"])

@@ -23,8 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from audio.wavfile import read_wav
+from quicksilver.audio.wavfile import read_wav
 
 RATE = 16000
 
@@ -78,14 +77,14 @@ def digits_in(text: str) -> set[str]:
 
 @pytest.fixture(scope="session")
 def transcriber():
-    from audio.stt import Transcriber
+    from quicksilver.audio.stt import Transcriber
 
     return Transcriber()
 
 
 @pytest.fixture(scope="session")
 def voice():
-    from audio.tts import Voice
+    from quicksilver.audio.tts import Voice
 
     return Voice()
 
@@ -325,7 +324,7 @@ def pulse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulseServer]:
 @pytest.fixture(scope="session")
 def reasoner():
     """The shipped reasoning model, loaded once for the whole run."""
-    from engine import Engine
+    from quicksilver.engine import Engine
 
     return Engine.load("bundled", device="cpu")
 
@@ -337,8 +336,8 @@ def silent_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     It stands for a model that settles its whole canvas as padding, which the shipped one
     does on some questions it cannot work out.
     """
-    from engine import Engine, ModelConfig
-    from engine.train import Example, TrainConfig, train
+    from quicksilver.engine import Engine, ModelConfig
+    from quicksilver.engine.train import Example, TrainConfig, train
 
     config = ModelConfig(vocab_size=272, d_model=32, n_layers=1, n_heads=2, max_seq_len=96)
     engine = Engine.random(config, seed=0)

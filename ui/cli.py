@@ -11,15 +11,15 @@ import argparse
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-from assistant.memory import today_context
-from ui.conversation import add_converse_command, add_session_options, run_conversation
+from quicksilver.assistant.memory import today_context
+from quicksilver.ui.conversation import add_converse_command, add_session_options, run_conversation
 
 
 def _version() -> str:
     try:
         return version("quicksilver")
     except PackageNotFoundError:  # running from a source tree that is not installed
-        from engine import __version__
+        from quicksilver.engine import __version__
 
         return __version__
 
@@ -35,8 +35,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """Per-skill accuracy of a model on reasoner-tiny's held-out sets."""
     import json
 
-    from engine import Engine
-    from models.reasoner_tiny.evaluate import evaluate, left_to_right
+    from quicksilver.engine import Engine
+    from quicksilver.models.reasoner_tiny.evaluate import evaluate, left_to_right
 
     engine = Engine.load(args.model, device=args.device)
     results = [
@@ -75,7 +75,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     """Answer one typed question with the diffusion engine."""
     import json
 
-    from engine import Engine
+    from quicksilver.engine import Engine
 
     engine = Engine.load(args.model, device=args.device)
     messages = [{"role": "user", "content": args.question}]
@@ -174,8 +174,8 @@ def _add_engine_commands(sub: argparse._SubParsersAction) -> None:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Train a new model, or fine-tune a checkpoint, on a JSON-lines file."""
-    from engine import Engine, ModelConfig, Tokenizer
-    from engine.train import TrainConfig, load_examples, train
+    from quicksilver.engine import Engine, ModelConfig, Tokenizer
+    from quicksilver.engine.train import TrainConfig, load_examples, train
 
     examples = load_examples(args.data)
     if args.init:
@@ -251,8 +251,8 @@ def _format_time(seconds: float) -> str:
 
 def cmd_transcribe(args: argparse.Namespace) -> int:
     """Print the transcript of a WAV file; long files print segment by segment."""
-    from audio.stt import SttOptions, Transcriber
-    from audio.wavfile import read_wav
+    from quicksilver.audio.stt import SttOptions, Transcriber
+    from quicksilver.audio.wavfile import read_wav
 
     samples = read_wav(args.file)
     options = SttOptions(language=args.language, beam_size=args.beam_size)
@@ -274,10 +274,9 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
 def cmd_say(args: argparse.Namespace) -> int:
     """Speak text with Piper: write it to a WAV file, or play it as it is synthesised."""
     import numpy as np
-
-    from audio.devices import AudioDeviceError, Speaker
-    from audio.tts import Voice
-    from audio.wavfile import write_wav
+    from quicksilver.audio.devices import AudioDeviceError, Speaker
+    from quicksilver.audio.tts import Voice
+    from quicksilver.audio.wavfile import write_wav
 
     text = sys.stdin.read() if args.text == "-" else args.text
     voice = Voice(args.voice, rate=args.rate, volume=args.volume)
@@ -303,7 +302,7 @@ def cmd_say(args: argparse.Namespace) -> int:
 
 def cmd_devices(args: argparse.Namespace) -> int:
     """List the sound devices PortAudio sees, inputs and outputs, with default rates."""
-    from audio.devices import AudioDeviceError, list_devices
+    from quicksilver.audio.devices import AudioDeviceError, list_devices
 
     try:
         devices = list_devices()
@@ -384,8 +383,8 @@ def cmd_config(args: argparse.Namespace) -> int:
     import dataclasses
     import json
 
-    from assistant.config import default_config_path, load_settings
-    from assistant.transcript import default_log_path
+    from quicksilver.assistant.config import default_config_path, load_settings
+    from quicksilver.assistant.transcript import default_log_path
 
     settings, sources = load_settings({})
     values = dataclasses.asdict(settings)
@@ -414,8 +413,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     """Print the most recent turns of the transcript log."""
     import json
 
-    from assistant.config import load_settings
-    from assistant.transcript import TranscriptLog
+    from quicksilver.assistant.config import load_settings
+    from quicksilver.assistant.transcript import TranscriptLog
 
     if args.n < 1:
         raise UserError(f"-n must be at least 1, got {args.n}")

@@ -16,8 +16,8 @@ import threading
 from collections.abc import AsyncIterator
 from typing import TextIO
 
-from assistant.config import NAMES, Settings, load_settings
-from assistant.events import (
+from quicksilver.assistant.config import NAMES, Settings, load_settings
+from quicksilver.assistant.events import (
     AnswerReady,
     Denoise,
     Error,
@@ -209,10 +209,15 @@ def _fail(message: str) -> int:
 
 def run_conversation(args: argparse.Namespace) -> int:
     """``quicksilver [--no-ui] [--text]``: the conversation loop, until Ctrl-C or Ctrl-D."""
-    from assistant.loading import StartupError, load_engine, load_transcriber, load_voice
-    from assistant.session import Session, SessionConfig, engine_memory
-    from assistant.transcript import TranscriptLog
-    from audio.devices import AudioDeviceError, Microphone, Speaker, find_device
+    from quicksilver.assistant.loading import (
+        StartupError,
+        load_engine,
+        load_transcriber,
+        load_voice,
+    )
+    from quicksilver.assistant.session import Session, SessionConfig, engine_memory
+    from quicksilver.assistant.transcript import TranscriptLog
+    from quicksilver.audio.devices import AudioDeviceError, Microphone, Speaker, find_device
 
     settings = settings_from(args)
     typed, speak = args.text, not args.mute
@@ -277,11 +282,16 @@ def run_conversation(args: argparse.Namespace) -> int:
 
 def cmd_converse(args: argparse.Namespace) -> int:
     """One voice turn from a WAV file: VAD, Whisper, the engine, Piper."""
-    from assistant.converse import converse
-    from assistant.loading import StartupError, load_engine, load_transcriber, load_voice
-    from assistant.session import engine_memory
-    from assistant.transcript import TranscriptLog, TurnRecord
-    from audio.wavfile import read_wav
+    from quicksilver.assistant.converse import converse
+    from quicksilver.assistant.loading import (
+        StartupError,
+        load_engine,
+        load_transcriber,
+        load_voice,
+    )
+    from quicksilver.assistant.session import engine_memory
+    from quicksilver.assistant.transcript import TranscriptLog, TurnRecord
+    from quicksilver.audio.wavfile import read_wav
 
     settings = settings_from(args)
     samples = read_wav(args.input)

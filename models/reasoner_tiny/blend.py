@@ -1,4 +1,4 @@
-"""Blend two runs in weight space: ``python -m models.reasoner_tiny.blend BASE TUNED``.
+"""Blend two runs in weight space: ``python -m quicksilver.models.reasoner_tiny.blend BASE TUNED``.
 
 A continuation that practises the weak skills also unlearns some strong ones (on the
 CPU, ordering and comparison rose while addition and refusals fell). Two runs of one
@@ -16,8 +16,7 @@ import json
 from pathlib import Path
 
 import torch
-
-from engine import Engine
+from quicksilver.engine import Engine
 
 
 def blend(base: Engine, tuned: Engine, share: float) -> Engine:
@@ -69,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "training.json").write_text(json.dumps(training, indent=2))
     print(f"{args.out}: {1 - args.share:g} × {args.base} + {args.share:g} × {args.tuned}")
     print(f"continue it with --init-from {args.out}, or ship it with:")
-    print(f"python -m models.reasoner_tiny.ship {args.out}")
+    print(f"python -m quicksilver.models.reasoner_tiny.ship {args.out}")
     return 0
 
 

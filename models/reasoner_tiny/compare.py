@@ -1,5 +1,5 @@
 """Compare candidate runs with the shipped build before shipping one:
-``python -m models.reasoner_tiny.compare BASELINE RUN [RUN ...] [--shares 0.5 0.7]``.
+``python -m quicksilver.models.reasoner_tiny.compare BASELINE RUN [RUN ...] [--shares 0.5 0.7]``.
 
 Every candidate answers the same validation draws of the held-out side (other items than
 the card reports) with the baseline's sampler settings, so that the columns differ by
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine import Engine
+from quicksilver.engine import Engine
 
 from .blend import blend, load
 from .evaluate import TARGET, evaluate

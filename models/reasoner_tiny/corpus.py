@@ -26,8 +26,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from engine.normalise import normalise_spoken
-from engine.slots import INTEGER_WIDTH, numbers_in, padded
+from quicksilver.engine.normalise import normalise_spoken
+from quicksilver.engine.slots import INTEGER_WIDTH, numbers_in, padded
 
 HELD_OUT_SHARE = 8  # one item in 8 is kept for evaluation
 

@@ -7,9 +7,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import torch
-
-from engine import Engine
-from engine.model import KVCache
+from quicksilver.engine import Engine
+from quicksilver.engine.model import KVCache
 
 from .corpus import Item, held_out_set
 

@@ -11,11 +11,11 @@
 # fresh: start from scratch with the tokenizer counted from today's corpus, the shipped
 # shape and a wider, deeper one, in build/burst-base and build/burst-wide.
 #
-# The corpus files come from `python -m models.reasoner_tiny.train --encoded FILE
+# The corpus files come from `python -m quicksilver.models.reasoner_tiny.train --encoded FILE
 # --encode-only` (with --init-from INIT_RUN for a continuation, without for a fresh run;
 # on the GPU machine's cores that takes about a minute for 600,000 examples). With $OUT
 # set, each run comes back as $OUT/burst-NAME.tar plus its log. Measure and ship one as
-# usual: python -m models.reasoner_tiny.ship build/burst-NAME
+# usual: python -m quicksilver.models.reasoner_tiny.ship build/burst-NAME
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 init=$1 minutes=$2
@@ -29,7 +29,7 @@ export PYTHONUNBUFFERED=1
 burst() {  # name batch lr [train options…]
     local name=$1 batch=$2 lr=$3
     shift 3
-    python3 -m models.reasoner_tiny.train --out "build/burst-$name" "$@" \
+    python3 -m quicksilver.models.reasoner_tiny.train --out "build/burst-$name" "$@" \
         --encoded "${corpus[@]}" --batch-size "$batch" --lr "$lr" --warmup-steps 300 \
         --steps 10000000 --minutes "$minutes" --decay-over-minutes \
         --suffix-mask-share 0.8 --save-every 5000 >"$out/burst-$name.log" 2>&1

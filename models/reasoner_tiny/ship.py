@@ -1,4 +1,5 @@
-"""Ship a trained reasoner-tiny: ``python -m models.reasoner_tiny.ship build/reasoner-tiny``.
+"""Ship a trained reasoner-tiny:
+``python -m quicksilver.models.reasoner_tiny.ship build/reasoner-tiny``.
 
 Picks the sampler settings on a validation draw of the held-out side, measures the
 chosen settings on the reported held-out sets at 8, 16 and 32 steps, writes
@@ -15,8 +16,7 @@ import json
 from pathlib import Path
 
 import torch
-
-from engine import Engine, SamplerConfig
+from quicksilver.engine import Engine, SamplerConfig
 
 from .evaluate import TARGET, Evaluation, evaluate, left_to_right
 

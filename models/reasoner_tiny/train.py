@@ -1,8 +1,8 @@
-"""Rebuild reasoner-tiny from scratch: ``python -m models.reasoner_tiny.train``.
+"""Rebuild reasoner-tiny from scratch: ``python -m quicksilver.models.reasoner_tiny.train``.
 
 Deterministic given ``--seed``; shows a progress bar; resumes from ``--out`` when run
 again, so a long training can be split into runs of ``--minutes`` each. Ship the
-result with ``python -m models.reasoner_tiny.ship RUN``, which measures it, writes the
+result with ``python -m quicksilver.models.reasoner_tiny.ship RUN``, which measures it, writes the
 model card and copies it into this folder, where ``Engine.load("bundled")`` finds it.
 
 Encoding the corpus takes minutes; ``--encoded FILE`` keeps it for the next run (and
@@ -22,9 +22,8 @@ from itertools import repeat
 from pathlib import Path
 
 import torch
-
-from engine import ChatTemplate, Engine, ModelConfig, Tokenizer
-from engine.train import EncodedData, Example, TrainConfig, encode_examples, train
+from quicksilver.engine import ChatTemplate, Engine, ModelConfig, Tokenizer
+from quicksilver.engine.train import EncodedData, Example, TrainConfig, encode_examples, train
 
 from .corpus import check_skill_names, training_items, vocabulary
 
@@ -253,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     result = train(engine, data, config)
     print(f"step {result.steps}/{args.steps}, {result.tokens / result.seconds:,.0f} tokens/s")
-    print(f"ship it with: python -m models.reasoner_tiny.ship {args.out}")
+    print(f"ship it with: python -m quicksilver.models.reasoner_tiny.ship {args.out}")
     return 0
 
 

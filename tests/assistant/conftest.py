@@ -21,7 +21,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 def quicksilver(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "ui.cli", *args],
+        [sys.executable, "-m", "quicksilver.ui.cli", *args],
         cwd=REPO,
         env=dict(env),
         capture_output=True,

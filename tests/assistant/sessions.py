@@ -12,8 +12,8 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
-from assistant.events import Event
-from engine.normalise import normalise_spoken
+from quicksilver.assistant.events import Event
+from quicksilver.engine.normalise import normalise_spoken
 
 EXPECTED: dict[str, tuple[str, ...]] = {
     "hello": ("hello", "hi"),

@@ -7,8 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-
-from assistant.config import NAMES, Settings, default_config_path, load_settings
+from quicksilver.assistant.config import NAMES, Settings, default_config_path, load_settings
 
 from .conftest import clean_env, quicksilver
 

@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import numpy as np
+from quicksilver.assistant.transcript import TranscriptLog
 
-from assistant.transcript import TranscriptLog
 from tests.assistant.conftest import REPO, clean_env, press_ctrl_c, quicksilver
 from tests.conftest import silence
 
@@ -43,7 +43,7 @@ def test_a_bad_setting_names_where_it_came_from(tmp_path):
 
 def test_typed_questions_are_answered_without_any_sound_device(reasoner, tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "ui.cli", "--text", "--steps", "8"],
+        [sys.executable, "-m", "quicksilver.ui.cli", "--text", "--steps", "8"],
         cwd=REPO, env=no_sound_env(tmp_path), input="hello\n", capture_output=True, text=True,
         timeout=120, check=False,
     )  # fmt: skip
@@ -60,7 +60,7 @@ def test_quicksilver_no_ui_converses_and_stops_on_ctrl_c(pulse, espeak, reasoner
     env["PULSE_SERVER"] = pulse.address
     with pulse.feeding_mic() as feed:
         process = subprocess.Popen(
-            [sys.executable, "-m", "ui.cli", "--no-ui", "--input-device", "pulse",
+            [sys.executable, "-m", "quicksilver.ui.cli", "--no-ui", "--input-device", "pulse",
              "--output-device", "pulse"],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip

@@ -8,11 +8,11 @@ import sys
 
 import numpy as np
 import pytest
+from quicksilver.assistant.converse import converse
+from quicksilver.assistant.session import NO_ANSWER
+from quicksilver.audio.wavfile import read_wav, write_wav
+from quicksilver.engine import Engine
 
-from assistant.converse import converse
-from assistant.session import NO_ANSWER
-from audio.wavfile import read_wav, write_wav
-from engine import Engine
 from tests.assistant.conftest import REPO, clean_env
 from tests.assistant.sessions import answers
 from tests.conftest import RATE, digits_in, silence
@@ -66,7 +66,7 @@ def test_converse_command_writes_the_answer_and_json(espeak, reasoner, tmp_path)
     write_wav(question, np.concatenate([silence(0.3), espeak("Thank you."), silence(0.5)]), RATE)
     env = clean_env(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path))
     result = subprocess.run(
-        [sys.executable, "-m", "ui.cli", "converse", "--input", str(question),
+        [sys.executable, "-m", "quicksilver.ui.cli", "converse", "--input", str(question),
          "--output", str(answer), "--json"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip

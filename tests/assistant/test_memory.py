@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import date, datetime
 
-from assistant.memory import Memory, today_context
-from assistant.transcript import TurnRecord
-from engine import Tokenizer
+from quicksilver.assistant.memory import Memory, today_context
+from quicksilver.assistant.transcript import TurnRecord
+from quicksilver.engine import Tokenizer
 
 SUNDAY = datetime(2026, 11, 29, 14, 3)
 DATE = "Today is Sunday, November 29, 2026."  # 6 words
@@ -29,7 +29,7 @@ def test_the_date_sentence_is_the_one_the_model_was_trained_on():
     assert today_context(date(2026, 11, 29)) == DATE
     assert today_context(SUNDAY) == DATE
     assert today_context(date(2027, 2, 1)) == "Today is Monday, February 1, 2027."
-    from ui import cli
+    from quicksilver.ui import cli
 
     assert cli.today_context is today_context  # the ask command tells the model the same
 

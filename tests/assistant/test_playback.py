@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from assistant.playback import Playback, spoken_pieces
+from quicksilver.assistant.playback import Playback, spoken_pieces
 
 ANSWER = "17 times 3 is 51. That is all."
 

@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+from quicksilver.assistant.events import AnswerReady, Denoise, Error, FinalTranscript, TurnMetrics
+from quicksilver.assistant.session import NO_ANSWER, Session, SessionConfig
+from quicksilver.assistant.transcript import TranscriptLog
+from quicksilver.engine import Engine
 
-from assistant.events import AnswerReady, Denoise, Error, FinalTranscript, TurnMetrics
-from assistant.session import NO_ANSWER, Session, SessionConfig
-from assistant.transcript import TranscriptLog
-from engine import Engine
 from tests.assistant.conftest import REPO, clean_env, press_ctrl_c
 from tests.assistant.sessions import Recorder, answers, typed
 
@@ -142,7 +142,7 @@ def start_typed_session(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     env = clean_env(XDG_DATA_HOME=str(tmp_path / "data"), XDG_CONFIG_HOME=str(tmp_path))
     env.pop("PULSE_SERVER", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "ui.cli", "--text", "--mute", "--steps", "8"],
+        [sys.executable, "-m", "quicksilver.ui.cli", "--text", "--mute", "--steps", "8"],
         cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-
-from assistant.events import (
+from quicksilver.assistant.events import (
     AnswerReady,
     Denoise,
     FinalTranscript,
@@ -24,11 +23,12 @@ from assistant.events import (
     SpeakingStarted,
     TurnMetrics,
 )
-from assistant.listener import ListenConfig
-from assistant.playback import spoken_pieces
-from assistant.session import Session, SessionConfig
-from assistant.transcript import TranscriptLog
-from audio.devices import Microphone, Speaker
+from quicksilver.assistant.listener import ListenConfig
+from quicksilver.assistant.playback import spoken_pieces
+from quicksilver.assistant.session import Session, SessionConfig
+from quicksilver.assistant.transcript import TranscriptLog
+from quicksilver.audio.devices import Microphone, Speaker
+
 from tests.assistant.sessions import LONG_ANSWER_QUESTION, Recorder, answers
 from tests.conftest import RATE, MicFeed, digits_in, silence
 
@@ -120,7 +120,7 @@ async def test_speech_resuming_after_a_pause_drops_the_early_start(
 ):
     """A 350 ms pause is past the speculative threshold (200 ms) but not the hang-over
     (500 ms): the work started there is dropped and its drafts never published."""
-    caplog.set_level(logging.DEBUG, logger="assistant.session")
+    caplog.set_level(logging.DEBUG, logger="quicksilver.assistant.session")
     speech = np.concatenate([espeak("What is seventeen"), silence(0.35), espeak("times three?")])
     log = TranscriptLog(tmp_path / "history.jsonl")
     async with conversation(pulse, reasoner, transcriber, voice, log) as talk:

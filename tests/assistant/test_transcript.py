@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from assistant.transcript import TranscriptLog, TurnRecord, default_log_path
+from quicksilver.assistant.transcript import TranscriptLog, TurnRecord, default_log_path
 
 from .conftest import REPO, clean_env, quicksilver
 
@@ -106,7 +105,7 @@ def test_a_full_disk_warns_instead_of_raising():
 
 APPEND_FOREVER = """
 import sys
-from assistant.transcript import TranscriptLog, TurnRecord
+from quicksilver.assistant.transcript import TranscriptLog, TurnRecord
 
 log = TranscriptLog(sys.argv[1])
 turn = 0

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from quicksilver.audio.resample import resample
+from quicksilver.audio.wavfile import read_wav, write_wav
+from quicksilver.ui.cli import main
 
-from audio.resample import resample
-from audio.wavfile import read_wav, write_wav
 from tests.conftest import RATE, digits_in, silence, stop_recording
-from ui.cli import main
 
 
 def test_transcribe_prints_the_transcript(tmp_path, espeak, capsys):

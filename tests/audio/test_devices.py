@@ -11,11 +11,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from quicksilver.audio.devices import (
+    AudioDeviceError,
+    Microphone,
+    Speaker,
+    find_device,
+    list_devices,
+)
+from quicksilver.audio.resample import resample
+from quicksilver.audio.streaming import FinalText, StreamingTranscriber
+from quicksilver.audio.vad import SpeechStart
 
-from audio.devices import AudioDeviceError, Microphone, Speaker, find_device, list_devices
-from audio.resample import resample
-from audio.streaming import FinalText, StreamingTranscriber
-from audio.vad import SpeechStart
 from tests.conftest import (
     RATE,
     digits_in,
@@ -155,7 +161,7 @@ def test_no_sound_server_means_no_devices(tmp_path):
     """Without a reachable server PortAudio sees nothing: each entry point says so."""
     env = {**os.environ, "PULSE_SERVER": f"unix:{tmp_path}/nothing-here"}
     code = """
-        from audio.devices import AudioDeviceError, Microphone, Speaker
+        from quicksilver.audio.devices import AudioDeviceError, Microphone, Speaker
         for device in (Microphone, Speaker):
             try:
                 device()
@@ -166,7 +172,7 @@ def test_no_sound_server_means_no_devices(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "no input device found" in result.stdout
     assert "no output device found" in result.stdout
-    cli = _run("from ui.cli import main; raise SystemExit(main(['say', 'hello']))", env)
+    cli = _run("from quicksilver.ui.cli import main; raise SystemExit(main(['say', 'hello']))", env)
     assert cli.returncode == 2 and "Traceback" not in cli.stderr
     assert "no output device found" in cli.stderr and "-o OUT.wav" in cli.stderr
 
@@ -179,8 +185,8 @@ def test_missing_portaudio_library(tmp_path):
     library = next(line.split()[-1] for line in maps if "libportaudio" in line)
     if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
         pytest.skip("needs mount namespaces (unshare -m) to hide the PortAudio library")
-    script = (f"mount --bind /dev/null {library} && {sys.executable} -c "
-              "\"from ui.cli import main; raise SystemExit(main(['devices']))\"")  # fmt: skip
+    command = "from quicksilver.ui.cli import main; raise SystemExit(main(['devices']))"
+    script = f'mount --bind /dev/null {library} && {sys.executable} -c "{command}"'
     result = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
                             text=True, timeout=120, cwd=os.getcwd())  # fmt: skip
     assert result.returncode == 2, result.stderr

@@ -6,11 +6,11 @@ import re
 
 import numpy as np
 import pytest
+from quicksilver.audio.resample import resample
+from quicksilver.audio.streaming import FinalText, PartialText, StreamingTranscriber
+from quicksilver.audio.stt import SttOptions, Transcriber, _loop_period
+from quicksilver.audio.vad import SpeechStart, VadConfig, VoiceActivity
 
-from audio.resample import resample
-from audio.streaming import FinalText, PartialText, StreamingTranscriber
-from audio.stt import SttOptions, Transcriber, _loop_period
-from audio.vad import SpeechStart, VadConfig, VoiceActivity
 from tests.conftest import RATE, digits_in, silence
 
 QUESTION = "What is seventeen times three?"

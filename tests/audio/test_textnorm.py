@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from audio.textnorm import int_to_words, normalize_text, ordinal_to_words
+from quicksilver.audio.textnorm import int_to_words, normalize_text, ordinal_to_words
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,7 @@ import time
 
 import numpy as np
 import pytest
-
-from audio.tts import Voice, resolve_voice, split_sentences
+from quicksilver.audio.tts import Voice, resolve_voice, split_sentences
 
 
 def test_one_chunk_per_sentence(voice):

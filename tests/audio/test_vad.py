@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from quicksilver.audio.vad import (
+    SileroVad,
+    SpeechEnd,
+    SpeechStart,
+    VadConfig,
+    VoiceActivity,
+    speech_segments,
+)
 
-from audio.vad import SileroVad, SpeechEnd, SpeechStart, VadConfig, VoiceActivity, speech_segments
 from tests.conftest import RATE, silence
 
 TOLERANCE_S = 0.1

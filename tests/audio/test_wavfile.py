@@ -6,9 +6,8 @@ import subprocess
 
 import numpy as np
 import pytest
-
-from audio.resample import Resampler, resample
-from audio.wavfile import AudioFileError, read_wav, wav_info, write_wav
+from quicksilver.audio.resample import Resampler, resample
+from quicksilver.audio.wavfile import AudioFileError, read_wav, wav_info, write_wav
 
 RATE = 16000
 

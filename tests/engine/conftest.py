@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from engine import Engine, ModelConfig
-from engine.train import Example, TrainConfig, TrainResult, train
+from quicksilver.engine import Engine, ModelConfig
+from quicksilver.engine.train import Example, TrainConfig, TrainResult, train
 
 
 def tiny_config(**overrides) -> ModelConfig:

@@ -7,9 +7,8 @@ import re
 
 import pytest
 import torch
+from quicksilver.engine import Engine, SamplerConfig, Tokenizer
 from safetensors.torch import load_file, save_file
-
-from engine import Engine, SamplerConfig, Tokenizer
 
 from .conftest import tiny_config
 

@@ -8,8 +8,7 @@ import subprocess
 from datetime import date
 
 import pytest
-
-from engine import Engine
+from quicksilver.engine import Engine
 
 from .conftest import MEMORISED
 
@@ -148,7 +147,7 @@ def test_train_reports_a_malformed_line(tmp_path):
 
 
 def test_ask_tells_the_model_todays_date_by_default():
-    from ui.cli import build_parser, today_context
+    from quicksilver.ui.cli import build_parser, today_context
 
     args = build_parser().parse_args(["ask", "what day is it"])
     assert args.context == today_context()

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from quicksilver.engine import Engine, ModelConfig, SpecialTokens
+from quicksilver.engine.tokenizer import byte_level_tokenizer
 from safetensors.torch import save_file
-
-from engine import Engine, ModelConfig, SpecialTokens
-from engine.tokenizer import byte_level_tokenizer
 
 LLADA_SPECIALS = ["<|mdm_mask|>", "<|eot_id|>", "<|startoftext|>", "<|endoftext|>"]
 LLADA_SPECIALS += ["<|start_header_id|>", "<|end_header_id|>"]

@@ -6,8 +6,7 @@ import dataclasses
 
 import pytest
 import torch
-
-from engine.model import KVCache, ModelConfig, Scattered, Transformer
+from quicksilver.engine.model import KVCache, ModelConfig, Scattered, Transformer
 
 from .conftest import tiny_config
 

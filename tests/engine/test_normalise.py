@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from engine import ChatTemplate, Tokenizer
-from engine.normalise import normalise_spoken
+from quicksilver.engine import ChatTemplate, Tokenizer
+from quicksilver.engine.normalise import normalise_spoken
 
 
 @pytest.mark.parametrize(

@@ -6,10 +6,9 @@ from itertools import pairwise
 
 import pytest
 import torch
-
-from engine import Engine, SamplerConfig
-from engine.sampler import denoise
-from engine.tokenizer import MASK_GLYPH
+from quicksilver.engine import Engine, SamplerConfig
+from quicksilver.engine.sampler import denoise
+from quicksilver.engine.tokenizer import MASK_GLYPH
 
 from .conftest import MEMORISED, MEMORISED_REPLY_TOKENS, tiny_config
 

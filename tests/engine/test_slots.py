@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from engine import ChatTemplate, Tokenizer
-from engine.checkpoints import CheckpointConfig
-from engine.model import ModelConfig
-from engine.normalise import normalise_spoken
-from engine.slots import operand_slots, padded
+from quicksilver.engine import ChatTemplate, Tokenizer
+from quicksilver.engine.checkpoints import CheckpointConfig
+from quicksilver.engine.model import ModelConfig
+from quicksilver.engine.normalise import normalise_spoken
+from quicksilver.engine.slots import operand_slots, padded
 
 WORDS = ["what", " is", " plus", " do", " you", " get", " if", " take", " from", " spell", " to"]
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from engine import ChatTemplate, Tokenizer
-from engine.tokenizer import MASK_GLYPH
+from quicksilver.engine import ChatTemplate, Tokenizer
+from quicksilver.engine.tokenizer import MASK_GLYPH
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +74,7 @@ def test_draft_shows_masked_positions_and_hides_padding(tok):
 
 
 def test_missing_special_token_is_a_clear_error(tok):
-    from engine import SpecialTokens
+    from quicksilver.engine import SpecialTokens
 
     with pytest.raises(ValueError, match=re.escape("no mask token '<|nomask|>'")):
         Tokenizer(tok.hf, SpecialTokens(mask="<|nomask|>"))

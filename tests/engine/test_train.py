@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from engine import Engine, Tokenizer
-from engine.train import EncodedData, Example, TrainConfig, learning_rate, noise_mask, train
+from quicksilver.engine import Engine, Tokenizer
+from quicksilver.engine.train import (
+    EncodedData,
+    Example,
+    TrainConfig,
+    learning_rate,
+    noise_mask,
+    train,
+)
 
 from .conftest import MEMORISED, MEMORISED_REPLY_TOKENS, tiny_config
 

@@ -6,11 +6,10 @@ import json
 
 import pytest
 import torch
-
-from engine import Engine, Tokenizer
-from models.reasoner_tiny import ship
-from models.reasoner_tiny.blend import blend, load, main
-from models.reasoner_tiny.train import build_engine
+from quicksilver.engine import Engine, Tokenizer
+from quicksilver.models.reasoner_tiny import ship
+from quicksilver.models.reasoner_tiny.blend import blend, load, main
+from quicksilver.models.reasoner_tiny.train import build_engine
 
 SHAPE = {"d_model": 32, "n_layers": 1, "n_heads": 2}
 

@@ -6,12 +6,11 @@ import dataclasses
 import shutil
 
 import pytest
-
-from models import bundled
-from models.reasoner_tiny.blend import load
-from models.reasoner_tiny.compare import Candidate, candidates, main, measure
-from models.reasoner_tiny.corpus import SKILLS
-from models.reasoner_tiny.train import build_engine
+from quicksilver.models import bundled
+from quicksilver.models.reasoner_tiny.blend import load
+from quicksilver.models.reasoner_tiny.compare import Candidate, candidates, main, measure
+from quicksilver.models.reasoner_tiny.corpus import SKILLS
+from quicksilver.models.reasoner_tiny.train import build_engine
 
 SHAPE = {"d_model": 32, "n_layers": 1, "n_heads": 2}
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from engine import Engine
-from models.reasoner_tiny.corpus import held_out_set
-from models.reasoner_tiny.evaluate import _predicted_left_to_right, left_to_right
-from models.reasoner_tiny.train import build_engine
+from quicksilver.engine import Engine
+from quicksilver.models.reasoner_tiny.corpus import held_out_set
+from quicksilver.models.reasoner_tiny.evaluate import _predicted_left_to_right, left_to_right
+from quicksilver.models.reasoner_tiny.train import build_engine
 
 
 def _one_canvas_at_a_time(engine: Engine, prompt: list[int], reply: list[int]) -> list[int]:

@@ -10,12 +10,11 @@ from collections import Counter
 
 import pytest
 import torch
-
-from engine import Engine, Tokenizer
-from engine.normalise import normalise_spoken
-from engine.train import EncodedData, TrainConfig, train
-from models.reasoner_tiny import corpus
-from models.reasoner_tiny.corpus import (
+from quicksilver.engine import Engine, Tokenizer
+from quicksilver.engine.normalise import normalise_spoken
+from quicksilver.engine.train import EncodedData, TrainConfig, train
+from quicksilver.models.reasoner_tiny import corpus
+from quicksilver.models.reasoner_tiny.corpus import (
     ARITHMETIC,
     OPERATION_WORDS,
     SKILLS,
@@ -31,8 +30,8 @@ from models.reasoner_tiny.corpus import (
     vocabulary,
     words_in,
 )
-from models.reasoner_tiny.evaluate import evaluate
-from models.reasoner_tiny.train import (
+from quicksilver.models.reasoner_tiny.evaluate import evaluate
+from quicksilver.models.reasoner_tiny.train import (
     CANVAS,
     build_engine,
     encoded_corpus,
@@ -40,7 +39,7 @@ from models.reasoner_tiny.train import (
     skill_weights,
     start_from,
 )
-from models.reasoner_tiny.train import main as train_main
+from quicksilver.models.reasoner_tiny.train import main as train_main
 
 CONTENT_SKILLS = set(SKILLS) - {"calendar", "conversation", "out of scope"}
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-import models
-from engine import Engine
-from engine.checkpoints import resolve_checkpoint
+from quicksilver import models
+from quicksilver.engine import Engine
+from quicksilver.engine.checkpoints import resolve_checkpoint
 
 from ..engine.conftest import tiny_config
 from ..engine.test_hub import cached_hub_model, load_in_a_fresh_process
@@ -23,7 +22,9 @@ def test_registered_names_resolve_through_entry_points(tmp_path, monkeypatch):
 
 def test_a_model_without_weights_says_how_to_build_it(tmp_path, monkeypatch):
     monkeypatch.setitem(models.SHIPPED, "reasoner-tiny", tmp_path)
-    with pytest.raises(FileNotFoundError, match=r"not built .* models\.reasoner_tiny\.ship"):
+    with pytest.raises(
+        FileNotFoundError, match=r"not built .* quicksilver\.models\.reasoner_tiny\.ship"
+    ):
         Engine.load("bundled")
 
 

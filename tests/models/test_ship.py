@@ -7,11 +7,10 @@ import json
 
 import safetensors.torch
 import torch
-
-from engine import Engine, SamplerConfig
-from models.reasoner_tiny import ship
-from models.reasoner_tiny.corpus import SKILLS
-from models.reasoner_tiny.train import build_engine
+from quicksilver.engine import Engine, SamplerConfig
+from quicksilver.models.reasoner_tiny import ship
+from quicksilver.models.reasoner_tiny.corpus import SKILLS
+from quicksilver.models.reasoner_tiny.train import build_engine
 
 
 def test_ship_writes_fp16_weights_and_a_card_of_measured_figures(tmp_path, capsys):

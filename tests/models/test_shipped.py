@@ -9,10 +9,9 @@ import sys
 import zipfile
 
 import pytest
-
-from engine import Engine
-from models import bundled
-from models.reasoner_tiny.corpus import ABILITIES, CHAT, REFUSAL, held_out_set
+from quicksilver.engine import Engine
+from quicksilver.models import bundled
+from quicksilver.models.reasoner_tiny.corpus import ABILITIES, CHAT, REFUSAL, held_out_set
 
 QUICKSILVER = shutil.which("quicksilver")
 CONTEXT = {"role": "system", "content": "Today is Monday, November 30, 2026."}
