@@ -9,6 +9,7 @@ this set?" and every bad value is reported with the file or variable that holds 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import sys
@@ -17,6 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from quicksilver.assistant.listener import ListenConfig
+from quicksilver.audio.stt import DEFAULT_MODEL as DEFAULT_WHISPER_MODEL
+from quicksilver.audio.tts import DEFAULT_VOICE, VOICES_VARIABLE
+from quicksilver.audio.vad import VadConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,23 +38,26 @@ FALSE_WORDS = ("false", "no", "off", "0")
 class Settings:
     """Everything the assistant can be told; the defaults work offline on a laptop.
 
-    ``input_device``/``output_device``: an index or part of a device name, ``None`` for
-    the system's default. ``speculative_ms``: silence after which transcription and
-    denoising start before the endpoint (0: off). ``headset``: ``False`` gates the
-    microphone while the assistant speaks through loudspeakers, ``True`` allows full
-    barge-in. ``context_tokens``: prompt budget for the date, earlier turns and the
-    question. ``log_path``: ``None`` for ``$XDG_DATA_HOME/quicksilver/history.jsonl``.
+    Each default is written once: here, or (for a part usable alone) by that part and
+    read from it. ``steps``: ``None`` means the model's own default (its checkpoint
+    says how many steps it was tuned for). ``input_device``/``output_device``: an index
+    or part of a device name, ``None`` for the system's default. ``speculative_ms``:
+    silence after which transcription and denoising start before the endpoint (0: off).
+    ``headset``: ``False`` gates the microphone while the assistant speaks through
+    loudspeakers, ``True`` allows full barge-in. ``context_tokens``: prompt budget for
+    the whole prompt (date, earlier turns, question). ``log_path``: ``None`` for
+    ``$XDG_DATA_HOME/quicksilver/history.jsonl``.
     """
 
     model: str = "bundled"
-    steps: int = field(default=16, metadata={"minimum": 1})
+    steps: int | None = field(default=None, metadata={"minimum": 1})
     device: str = "auto"
-    whisper_model: str = "tiny.en"
-    voice: str = "en_US-joe-medium"
+    whisper_model: str = DEFAULT_WHISPER_MODEL
+    voice: str = DEFAULT_VOICE
     input_device: str | None = None
     output_device: str | None = None
-    hangover_ms: int = field(default=500, metadata={"minimum": 0})
-    speculative_ms: int = field(default=200, metadata={"minimum": 0})
+    hangover_ms: int = field(default=VadConfig.hangover_ms, metadata={"minimum": 0})
+    speculative_ms: int = field(default=ListenConfig.speculative_ms, metadata={"minimum": 0})
     headset: bool = False
     context_tokens: int = field(default=192, metadata={"minimum": 1})
     max_turns: int = field(default=8, metadata={"minimum": 0})
@@ -80,7 +89,8 @@ def load_settings(
 ) -> tuple[Settings, dict[str, str]]:
     """The effective settings and, for each name, the layer that set it.
 
-    ``cli_overrides`` maps setting names to flag values; ``None`` means "flag not given".
+    ``cli_overrides`` maps setting names to the flags that were given (leave out the
+    others: a flag's value of ``None`` is a value, for a setting that can be unset).
     A missing default config file is fine; a missing ``config_path`` given explicitly is
     an error. Bad values raise ``ValueError`` naming the file or variable, the setting
     and what it expects.
@@ -95,19 +105,31 @@ def load_settings(
                 raise ValueError(f"{where}: {_unknown(name)}")
             values[name] = _convert(name, value, where, relative_to=path.parent)
             sources[name] = where
-    for name in NAMES:
-        variable = ENV_PREFIX + name.upper()
-        if variable in env:
-            where = f"environment {variable}"
-            values[name] = _convert(name, env[variable], where)
-            sources[name] = where
+    for variable, text in sorted(env.items()):
+        if not variable.startswith(ENV_PREFIX) or variable == VOICES_VARIABLE:
+            continue
+        name = variable[len(ENV_PREFIX) :].lower()
+        where = f"environment {variable}"
+        if name not in FIELD_TYPES:
+            raise ValueError(f"{where}: {_unknown(name)} (as QUICKSILVER_<NAME>)")
+        values[name] = _convert(name, text, where)
+        sources[name] = where
     for name, value in cli_overrides.items():
         if name not in FIELD_TYPES:
             raise ValueError(f"command line: {_unknown(name)}")
-        if value is not None:
-            values[name] = _convert(name, value, "command line")
-            sources[name] = "command line"
+        values[name] = _convert(name, value, "command line")
+        sources[name] = "command line"
     return Settings(**values), sources
+
+
+def changed_settings(settings: Settings, changes: Mapping[str, Any]) -> Settings:
+    """``settings`` with ``changes`` applied, each checked as a flag's value would be."""
+    checked = {}
+    for name, value in changes.items():
+        if name not in FIELD_TYPES:
+            raise ValueError(_unknown(name))
+        checked[name] = _convert(name, value, "update")
+    return dataclasses.replace(settings, **checked)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -139,7 +161,7 @@ def _convert(name: str, value: Any, where: str, relative_to: Path | None = None)
         kind = next(t for t in typing.get_args(kind) if t is not type(None))
     text = value.strip() if isinstance(value, str) else None
     converted: Any = None
-    if optional and text == "":
+    if optional and (value is None or text == ""):
         return None
     if kind is bool:
         if isinstance(value, bool):

@@ -2,15 +2,18 @@
 
 Everything that happens in a session is one frozen dataclass here. The command line,
 the Textual app, the websocket server, the transcript log and the tests all read the
-same stream, so nothing about a turn is known to one consumer and hidden from another.
+same stream, so nothing about a turn is known to one consumer and hidden from another;
+every command a face sends (:mod:`quicksilver.assistant.commands`) is answered here too.
 ``to_dict`` gives the JSON form (with a ``type`` field) the websocket server sends.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from quicksilver.assistant.transcript import Source, TurnRecord
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,10 @@ class PartialTranscript(Event):
 
 @dataclass(frozen=True)
 class FinalTranscript(Event):
+    """The question of the turn: what Whisper heard, or the typed text (``source``)."""
+
     text: str
+    source: Source = "voice"
 
 
 @dataclass(frozen=True)
@@ -116,29 +122,34 @@ class TurnMetrics(Event):
 
 
 @dataclass(frozen=True)
+class TurnCompleted(Event):
+    """A turn is over and kept: the transcript log and the memory hold it from now on."""
+
+    record: TurnRecord
+
+
+@dataclass(frozen=True)
+class Muted(Event):
+    """The microphone is ignored (``muted``) or heard again; typed input always works."""
+
+    muted: bool
+
+
+@dataclass(frozen=True)
+class SettingsChanged(Event):
+    """Settings that an ``UpdateSettings`` command changed, by name, as now in effect."""
+
+    changes: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Error(Event):
-    """Something failed; ``hint`` says what the user can do. The session goes on."""
+    """Something failed; ``hint`` says what the user can do. The session goes on.
+
+    ``stage`` names what failed: a pipeline stage (``transcribe``, ``think``, ``speak``),
+    a device (``microphone``), the ``log``, or a face's command (``command``).
+    """
 
     stage: str
     message: str
     hint: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.__name__: cls
-    for cls in (
-        Listening,
-        AudioLevel,
-        SpeechStarted,
-        PartialTranscript,
-        FinalTranscript,
-        Denoise,
-        AnswerReady,
-        SpeakingStarted,
-        SpeakingFinished,
-        Interrupted,
-        TurnMetrics,
-        Error,
-    )
-}

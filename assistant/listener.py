@@ -78,20 +78,30 @@ class Ended:
 
 
 @dataclass(frozen=True)
+class Held:
+    """Push-to-talk released: everything heard while the key was down."""
+
+    audio: np.ndarray
+    released: float  # wall time the key went up
+
+
+@dataclass(frozen=True)
 class Failed:
     """The source stopped delivering audio; the ear has stopped."""
 
     error: Exception
 
 
-Signal = Level | Began | Growing | Paused | Resumed | Ended | Failed
+Signal = Level | Began | Growing | Paused | Resumed | Ended | Held | Failed
 
 
 class Listener:
     """Reads ``source`` in a thread and posts :data:`Signal` s to ``inbox`` on ``loop``.
 
-    While :attr:`gated` is set, frames are read and thrown away (the assistant is talking
-    through loudspeakers); when the gate opens, the VAD starts afresh.
+    While :attr:`gated` (the assistant is talking through loudspeakers) or :attr:`muted`
+    (the user said so) is set, frames are read and thrown away; when both are clear
+    again, the VAD starts afresh. Between :meth:`hold` and :meth:`release` (push-to-talk)
+    every frame is kept, whatever the gate, and posted as one :class:`Held` utterance.
     """
 
     def __init__(
@@ -106,6 +116,8 @@ class Listener:
         self.vad = vad
         self.config = config or ListenConfig()
         self.gated = False
+        self.muted = False
+        self._holding = False
         self._inbox = inbox
         self._loop = loop
         self._stopping = threading.Event()
@@ -121,6 +133,14 @@ class Listener:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
+    def hold(self) -> None:
+        """Keep every frame from now on (the talk key went down)."""
+        self._holding = True
+
+    def release(self) -> None:
+        """Post what was kept since :meth:`hold` as a :class:`Held` (the key went up)."""
+        self._holding = False
+
     def _post(self, signal: Signal) -> None:
         try:
             self._loop.call_soon_threadsafe(self._inbox.put_nowait, signal)
@@ -133,6 +153,7 @@ class Listener:
         pause_from: float | None = None  # stream time the current silence began
         paused = False
         last_partial = last_level = 0.0
+        held: list[np.ndarray] | None = None
         while not self._stopping.is_set():
             try:
                 frame = self.source.read()
@@ -141,7 +162,15 @@ class Listener:
                     self._post(Failed(error))
                 return
             now = time.perf_counter()
-            if self.gated:
+            if self._holding:
+                held = held if held is not None else []
+                held.append(frame)
+                was_gated = True  # the VAD starts afresh after the key goes up
+                continue
+            if held is not None:
+                self._post(Held(np.concatenate(held), released=now))
+                held = None
+            if self.gated or self.muted:
                 was_gated = True
                 continue
             if was_gated:

@@ -30,30 +30,37 @@ PACKAGES = {
 
 
 class StartupError(RuntimeError):
-    """A model or package the conversation needs could not be loaded; one line."""
+    """Something a session needs could not be had; one line. ``component`` names it
+    (``engine``, ``whisper``, ``voice``, ``microphone``, ``speaker``, ``output``), so a
+    face can add its own way out (a flag, a menu)."""
+
+    def __init__(self, component: str, message: str) -> None:
+        super().__init__(message)
+        self.component = component
 
 
-def _load(what: str, load: Callable[[], T]) -> T:
+def _load(component: str, what: str, load: Callable[[], T]) -> T:
     try:
         return load()
     except ModuleNotFoundError as error:
         name = (error.name or "").split(".")[0]
         package = PACKAGES.get(name, name)
         raise StartupError(
+            component,
             f"cannot load {what}: the Python package {package!r} is missing; "
-            f"install it with `pip install {package}`"
+            f"install it with `pip install {package}`",
         ) from error
     except (FileNotFoundError, ValueError, OSError) as error:
-        raise StartupError(f"cannot load {what}: {error}") from error
+        raise StartupError(component, f"cannot load {what}: {error}") from error
 
 
 def load_engine(model: str, device: str = "auto") -> Engine:
-    return _load(f"the model {model!r}", lambda: Engine.load(model, device=device))
+    return _load("engine", f"the model {model!r}", lambda: Engine.load(model, device=device))
 
 
 def load_transcriber(model: str) -> Transcriber:
-    return _load(f"the Whisper model {model!r}", lambda: Transcriber(model))
+    return _load("whisper", f"the Whisper model {model!r}", lambda: Transcriber(model))
 
 
 def load_voice(voice: str) -> Voice:
-    return _load(f"the Piper voice {voice!r}", lambda: Voice(voice))
+    return _load("voice", f"the Piper voice {voice!r}", lambda: Voice(voice))

@@ -1,9 +1,10 @@
-"""What the engine is told each turn: today's date, the recent conversation, the question.
+"""What the engine is told each turn: the date (for a model that reads one), the recent
+conversation, the question.
 
-The engine has a small context, so earlier turns go in newest first until the token
-budget is spent; the oldest fall out. The assistant's side of a turn is what the user
-actually heard: after a barge-in the unplayed rest of the answer is forgotten, so the
-model never builds on words the user never got.
+The engine has a small context, so earlier turns go in newest first while the whole
+prompt fits the budget; the oldest fall out. The assistant's side of a turn is what
+the user actually heard: after a barge-in the unplayed rest of the answer is
+forgotten, so the model never builds on words the user never got.
 """
 
 from __future__ import annotations
@@ -11,31 +12,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date
 
-from .transcript import TurnRecord
+from quicksilver.assistant.transcript import TurnRecord
 
-DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
-
-
-def today_context(today: date | None = None) -> str:
-    """The date sentence the model was trained on, in English whatever the locale."""
-    today = today or date.today()
-    return f"Today is {DAYS[today.weekday()]}, {MONTHS[today.month - 1]} {today.day}, {today.year}."
+Messages = list[dict[str, str]]
 
 
 @dataclass(frozen=True)
@@ -49,19 +29,34 @@ class Exchange:
 class Memory:
     """The conversation so far, cut to a token budget when the engine is asked.
 
-    ``count_tokens`` measures text as the engine does, e.g.
-    ``lambda text: len(engine.tokenizer.encode(text))``. ``context_tokens`` bounds the
-    content of every message together (date, earlier turns, question); the date and the
-    question are always sent, even when they alone exceed it. At most ``max_turns``
-    turns are kept at all.
+    ``count_prompt`` measures a whole conversation as the model will see it (the
+    engine's ``count_prompt_tokens``), so the model's own prompt preparation is never
+    repeated here. ``context_tokens`` bounds that prompt, and so does ``room`` (what the
+    model's context leaves beside its reply canvas); the date and the question are
+    always sent, even when they alone exceed it. At most ``max_turns`` turns are kept.
     """
 
     def __init__(
-        self, count_tokens: Callable[[str], int], context_tokens: int = 192, max_turns: int = 8
+        self,
+        count_prompt: Callable[[Messages], int],
+        context_tokens: int = 192,
+        max_turns: int = 8,
+        room: int | None = None,
     ) -> None:
-        self.count_tokens = count_tokens
+        self.count_prompt = count_prompt
         self.context_tokens = context_tokens
+        self.room = room
         self.exchanges: deque[Exchange] = deque(maxlen=max_turns)
+
+    @property
+    def budget(self) -> int:
+        """The most prompt tokens a question with its history may take."""
+        return self.context_tokens if self.room is None else min(self.context_tokens, self.room)
+
+    def resize(self, context_tokens: int, max_turns: int) -> None:
+        """New budgets, effective from the next question; the newest turns are kept."""
+        self.context_tokens = context_tokens
+        self.exchanges = deque(self.exchanges, maxlen=max_turns)
 
     def add(self, record: TurnRecord) -> None:
         """Remember a completed turn; an interrupted one only as far as it was spoken.
@@ -73,26 +68,17 @@ class Memory:
         if record.user.strip() and said.strip():
             self.exchanges.append(Exchange(record.user, said))
 
-    def clear(self) -> None:
-        self.exchanges.clear()
-
-    def messages(self, question: str, today: date) -> list[dict[str, str]]:
-        """The engine conversation: the date, the turns that fit the budget, the question."""
-        system = today_context(today)
-        spent = self.count_tokens(system) + self.count_tokens(question)
-        kept: list[Exchange] = []
+    def messages(self, question: str, system: str | None) -> Messages:
+        """The engine conversation: ``system`` (if any), the turns that fit, the question."""
+        head = [{"role": "system", "content": system}] if system else []
+        tail = [{"role": "user", "content": question}]
+        history: Messages = []
         for exchange in reversed(self.exchanges):
-            spent += self.count_tokens(exchange.user) + self.count_tokens(exchange.assistant)
-            if spent > self.context_tokens:
+            turn = [
+                {"role": "user", "content": exchange.user},
+                {"role": "assistant", "content": exchange.assistant},
+            ]
+            if self.count_prompt([*head, *turn, *history, *tail]) > self.budget:
                 break
-            kept.append(exchange)
-        history = [
-            {"role": role, "content": text}
-            for exchange in reversed(kept)
-            for role, text in (("user", exchange.user), ("assistant", exchange.assistant))
-        ]
-        return [
-            {"role": "system", "content": system},
-            *history,
-            {"role": "user", "content": question},
-        ]
+            history = turn + history
+        return [*head, *history, *tail]

@@ -10,11 +10,13 @@ conversation's memory.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 from quicksilver.audio.textnorm import normalize_text
 from quicksilver.audio.tts import split_sentences
+from quicksilver.audio.wavfile import write_wav
 
 
 class AudioOutput(Protocol):
@@ -30,6 +32,37 @@ class AudioOutput(Protocol):
 
     @property
     def played_s(self) -> float: ...
+
+    def close(self) -> None: ...
+
+
+class WavOutput:
+    """An :class:`AudioOutput` that keeps every answer and writes one WAV file at
+    :meth:`close`: the spoken answers of a session run on a recording."""
+
+    def __init__(self, path: str | Path, sample_rate: int) -> None:
+        self.path = Path(path)
+        self.sample_rate = sample_rate
+        self._chunks: list[np.ndarray] = []
+        self._samples = 0
+
+    def play(self, samples: np.ndarray) -> None:
+        self._chunks.append(np.asarray(samples, dtype=np.float32))
+        self._samples += len(samples)
+
+    def stop(self) -> float:
+        return self.played_s
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return True
+
+    @property
+    def played_s(self) -> float:
+        return self._samples / self.sample_rate
+
+    def close(self) -> None:
+        audio = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.float32)
+        write_wav(self.path, audio, self.sample_rate)
 
 
 def spoken_pieces(text: str) -> list[str]:

@@ -1,32 +1,41 @@
-"""The conversation loop: listen, endpoint, transcribe, denoise, speak, listen again.
+"""The session: one conversation, driven by commands, reported as events.
 
-One asyncio loop owns the turn state; everything that blocks runs in worker threads:
-the ear (:mod:`assistant.listener`) reads the microphone and runs the VAD, Whisper, the
-engine and Piper run through ``asyncio.to_thread``, and the speaker plays from its own
-PortAudio callback. Whatever happens is published as an :mod:`assistant.events` event.
+A face builds it with :func:`quicksilver.assistant.factory.build_session`, runs
+:meth:`Session.run`, sends :mod:`~quicksilver.assistant.commands` and renders the
+:mod:`~quicksilver.assistant.events` it subscribed to. One asyncio loop owns the
+conversation's state; the ear (:mod:`~quicksilver.assistant.listener`) reads the
+microphone in its own thread, and the stages (:mod:`~quicksilver.assistant.stages`)
+run their blocking work in worker threads.
 
-Each piece of turn work (a :class:`_Work`) belongs to one turn id; when the user goes
-on speaking or barges in, that work is cancelled and whatever it still delivers is
-dropped because it is no longer the session's current work, not by draining queues.
-The engine checks the cancellation between denoising steps, so dropped work stops
-costing CPU within one step.
+Every turn, spoken, typed or from a file, is a :class:`~quicksilver.assistant.turn.Turn`
+that goes through the same stages: transcribe (unless typed) → think → speak (when
+there is an output). A spoken turn may start at a pause, before the endpoint; if the
+user goes on, that attempt is cancelled and whatever it still delivers is dropped
+because it is no longer the session's current turn, not by draining queues. The engine
+checks the cancellation between denoising steps, so dropped work stops within a step.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
-import threading
 import time
-from collections.abc import AsyncIterable, Callable, Coroutine, Iterator
-from dataclasses import dataclass, field
-from datetime import date
+from collections import deque
+from collections.abc import Callable, Coroutine
 from typing import Any
 
-import numpy as np
-from quicksilver.assistant.bus import Callback, EventBus, Subscription
-from quicksilver.assistant.config import Settings
+from quicksilver.assistant.commands import (
+    CancelTurn,
+    Command,
+    Mute,
+    PushToTalkDown,
+    PushToTalkUp,
+    SubmitAudio,
+    SubmitText,
+    Unmute,
+    UpdateSettings,
+)
+from quicksilver.assistant.config import Settings, changed_settings
 from quicksilver.assistant.events import (
     AnswerReady,
     AudioLevel,
@@ -36,11 +45,13 @@ from quicksilver.assistant.events import (
     FinalTranscript,
     Interrupted,
     Listening,
+    Muted,
     PartialTranscript,
+    SettingsChanged,
     SpeakingFinished,
     SpeakingStarted,
     SpeechStarted,
-    TurnMetrics,
+    TurnCompleted,
 )
 from quicksilver.assistant.listener import (
     Began,
@@ -48,6 +59,7 @@ from quicksilver.assistant.listener import (
     Failed,
     FrameSource,
     Growing,
+    Held,
     Level,
     ListenConfig,
     Listener,
@@ -56,117 +68,452 @@ from quicksilver.assistant.listener import (
     Signal,
 )
 from quicksilver.assistant.memory import Memory
-from quicksilver.assistant.playback import AudioOutput, Playback
-from quicksilver.assistant.transcript import Source, TranscriptLog, TurnRecord, now_iso
-from quicksilver.audio.stt import Transcriber
-from quicksilver.audio.tts import SpeechChunk, Voice
-from quicksilver.audio.vad import VadConfig, VoiceActivity
-from quicksilver.engine import Answer, DenoiseFrame, Engine
-from quicksilver.engine.normalise import normalise_spoken
+from quicksilver.assistant.stages import Speak, StageFailed, Think, Transcribe
+from quicksilver.assistant.turn import Turn
+from quicksilver.audio.resample import resample
+from quicksilver.audio.vad import SAMPLE_RATE, SpeechEnd, VadConfig, VoiceActivity
+from quicksilver.engine import DenoiseFrame
 
 log = logging.getLogger(__name__)
 
-HINTS = {
-    "transcribe": "Whisper failed on this utterance; say it again, or try another --whisper-model",
-    "engine": "the engine could not answer this question; ask again more briefly, or try "
-    "another --model",
-    "speech": "Piper could not speak the answer (it is shown as text); check --voice",
-    "speaker": "the speaker failed; check it with `quicksilver devices` or choose another "
-    "--output-device",
-    "microphone": "reconnect the microphone and start again, or type instead with "
-    "`quicksilver --text`",
-}
-
-NO_ANSWER = "Sorry, I couldn't work that out. Could you ask it another way?"
+Subscriber = Callable[[Event], None]
+MICROPHONE_HINT = "reconnect the microphone and start again, or type your questions"
+# Settings a running session takes on; the others choose what it was built from.
+LIVE_SETTINGS = frozenset(
+    {"steps", "headset", "hangover_ms", "speculative_ms", "context_tokens", "max_turns",
+     "show_thinking"}
+)  # fmt: skip
 
 
-def spoken_answer(answer: Answer) -> Answer:
-    """``answer``, or :data:`NO_ANSWER` in its place when the model wrote no spoken words.
+def find_utterances(samples, vad: VadConfig) -> list[SpeechEnd]:
+    """The utterances of a whole recording, each at most ``vad.max_utterance_s`` long."""
+    activity = VoiceActivity(vad)
+    return [e for e in activity.process(samples) + activity.flush() if isinstance(e, SpeechEnd)]
 
-    A small model can settle its whole canvas as reasoning and padding. Left as it is, the
-    user would hear nothing and see an empty reply; a spoken apology asks them to go on.
+
+class Session:
+    """A conversation with one user; see the module docstring.
+
+    ``transcriber`` makes spoken turns possible (a microphone, :class:`SubmitAudio`);
+    ``speaker`` (an output and the voice that fills it) makes answers heard. Completed
+    turns go to ``memory`` and out as :class:`TurnCompleted` events, which the
+    transcript log subscribes to.
     """
-    if answer.text.strip():
-        return answer
-    return dataclasses.replace(answer, text=NO_ANSWER)
 
+    def __init__(
+        self,
+        think: Think,
+        *,
+        transcribe: Transcribe | None = None,
+        speak: Speak | None = None,
+        microphone: FrameSource | None = None,
+        settings: Settings | None = None,
+    ) -> None:
+        if microphone is not None and transcribe is None:
+            raise ValueError("a microphone needs a transcriber: Session(..., transcribe=...)")
+        self.think = think
+        self.transcribe = transcribe
+        self.speak = speak
+        self.microphone = microphone
+        self.settings = settings or Settings()
+        self.think.steps = self.settings.steps
+        self.muted = False
+        self.turn = 0  # id of the latest turn
+        self._subscribers: list[Subscriber] = []
+        self._inbox: asyncio.Queue[Command | Signal | None] = asyncio.Queue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listener: Listener | None = None
+        self._utterance: int | None = None  # turn of the utterance being spoken
+        self._speculation: Turn | None = None  # started at a pause, not yet confirmed
+        self._active: Turn | None = None  # confirmed, being answered or spoken
+        self._queue: deque[Turn] = deque()  # typed and file turns, answered in order
+        self._runner: asyncio.Task | None = None
+        self._background: set[asyncio.Task] = set()
 
-@dataclass(frozen=True)
-class SessionConfig:
-    """How the loop behaves; :func:`SessionConfig.from_settings` maps the user's settings."""
+    @property
+    def memory(self) -> Memory:
+        return self.think.memory
 
-    steps: int | None = None  # denoising steps (None: the checkpoint's default)
-    headset: bool = False  # False: ignore the microphone while the assistant speaks
-    vad: VadConfig = field(default_factory=VadConfig)
-    listen: ListenConfig = field(default_factory=ListenConfig)
+    # ------------------------------------------------------------------ faces
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> SessionConfig:
-        return cls(
-            steps=settings.steps,
-            headset=settings.headset,
-            vad=VadConfig(hangover_ms=settings.hangover_ms),
-            listen=ListenConfig(speculative_ms=settings.speculative_ms or None),
-        )
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        """Call ``subscriber(event)`` on the session's loop for every event from now on
+        (it must not block); returns the function that unsubscribes it."""
+        self._subscribers.append(subscriber)
+        return lambda: self._subscribers.remove(subscriber)
 
+    def send(self, command: Command) -> None:
+        """Hand the session a command; safe from any thread, before or during :meth:`run`."""
+        self._deliver(command)
 
-def engine_memory(engine: Engine, context_tokens: int | None = None, max_turns: int = 8) -> Memory:
-    """A memory whose prompts always leave room for the engine's reply canvas.
+    def stop(self) -> None:
+        """End :meth:`run` (from any thread); turns in progress are cancelled."""
+        self._deliver(None)
 
-    Each message counts as its text, raw or normalised as a spoken question (whichever is
-    longer), plus the markup of a whole one-message prompt: a few tokens too many, so the
-    prompt plus ``max_new_tokens`` never exceeds the model's context.
-    """
-    tokenizer = engine.tokenizer
-    markup = len(tokenizer.prompt_ids("x")) - len(tokenizer.encode("x"))
+    async def idle(self) -> None:
+        """Wait until no turn is being answered, spoken or waiting its turn."""
+        while self._active or self._queue or self._speculation or self._busy_runner():
+            await asyncio.sleep(0.02)
 
-    def count(text: str) -> int:
+    def close(self) -> None:
+        """Release the output (close the speaker, or write the answers' WAV file); call it
+        once the session is over."""
+        if self.speak is not None:
+            self.speak.output.close()
+
+    def report(self, event: Event) -> None:
+        """Publish an event on behalf of a subscriber (the transcript log's failures)."""
+        self._publish(event)
+
+    async def run(self) -> None:
+        """Converse until :meth:`stop` or cancellation; closes the microphone.
+
+        Raises :class:`quicksilver.audio.AudioDeviceError` (after an ``Error`` event)
+        when the microphone stops delivering audio.
+        """
+        self._loop = asyncio.get_running_loop()
+        if self.microphone is not None:
+            vad = VoiceActivity(self._vad_config())
+            self._listener = Listener(
+                self.microphone, vad, self._inbox, self._loop, self._listen_config()
+            )
+            self._listener.start()
+        self._publish(Listening(self.turn))
+        try:
+            while (item := await self._inbox.get()) is not None:
+                if isinstance(item, Failed):
+                    self._publish(Error(self.turn, "microphone", str(item.error), MICROPHONE_HINT))
+                    raise item.error
+                if isinstance(item, Command):
+                    self._on_command(item)
+                else:
+                    await self._on_signal(item)
+        finally:
+            self._close()
+
+    # ------------------------------------------------------------------ commands
+
+    def _on_command(self, command: Command) -> None:
+        if isinstance(command, SubmitText):
+            self._submit_text(command.text)
+        elif isinstance(command, SubmitAudio):
+            self._submit_audio(command)
+        elif isinstance(command, CancelTurn):
+            self._drop_speculation()
+            self._interrupt()
+        elif isinstance(command, Mute | Unmute):
+            self.muted = isinstance(command, Mute)
+            if self._listener is not None:
+                self._listener.muted = self.muted
+            self._publish(Muted(self.turn, self.muted))
+        elif isinstance(command, PushToTalkDown):
+            if self._listener is None:
+                self._command_error("this session has no microphone", MICROPHONE_HINT)
+                return
+            self._drop_speculation()
+            self._interrupt()
+            self._new_utterance()
+            self._listener.hold()
+        elif isinstance(command, PushToTalkUp):
+            if self._listener is not None:
+                self._listener.release()
+        elif isinstance(command, UpdateSettings):
+            self._update_settings(command.changes)
+
+    def _submit_text(self, text: str) -> None:
         if not text.strip():
-            return 0
-        return markup + max(len(tokenizer.encode(t)) for t in (text, normalise_spoken(text)))
+            self._command_error("the question is empty", "type or say something to answer")
+            return
+        self.turn += 1
+        self._enqueue(Turn(self.turn, "text", transcript=text.strip()))
 
-    fits = engine.model.config.max_seq_len - engine.sampler.max_new_tokens
-    budget = fits if context_tokens is None else min(context_tokens, fits)
-    return Memory(count, budget, max_turns)
+    def _submit_audio(self, command: SubmitAudio) -> None:
+        if self.transcribe is None:
+            self._command_error(
+                "this session has no speech recognition", "send the question as text"
+            )
+            return
+        samples = command.samples
+        if command.sample_rate != SAMPLE_RATE:
+            samples = resample(samples, command.sample_rate, SAMPLE_RATE)
+        utterances = find_utterances(samples, self._vad_config())
+        if not utterances:
+            self._command_error("no speech found in the audio", "record it again, louder")
+        for utterance in utterances:
+            self.turn += 1
+            self._enqueue(Turn(self.turn, "file", audio=utterance.audio))
 
+    def _update_settings(self, changes: dict[str, Any]) -> None:
+        try:
+            settings = changed_settings(self.settings, changes)
+        except ValueError as error:
+            self._command_error(str(error), "see `quicksilver config` for every setting")
+            return
+        fixed = sorted(name for name in changes if name not in LIVE_SETTINGS)
+        if fixed:
+            self._command_error(
+                f"{', '.join(fixed)} cannot change while the session runs",
+                "start a new session with the new setting",
+            )
+            return
+        self.settings = settings
+        self.think.steps = settings.steps
+        self.memory.resize(settings.context_tokens, settings.max_turns)
+        if self._listener is not None:
+            self._listener.config = self._listen_config()
+            self._listener.vad.config = self._vad_config()
+        applied = {name: getattr(settings, name) for name in changes}
+        self._publish(SettingsChanged(self.turn, applied))
 
-@dataclass(eq=False)
-class _Work:
-    """One attempt at answering a turn; a speculative attempt may be dropped and redone."""
+    def _command_error(self, message: str, hint: str) -> None:
+        self._publish(Error(self.turn, "command", message, hint))
 
-    turn: int
-    source: Source
-    audio: np.ndarray | None = None
-    transcript: str | None = None
-    started_at: str = field(default_factory=now_iso)
-    speculative: bool = False
-    confirmed: bool = False  # the endpoint (or the typed line) says this is the question
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    pending: list[Event] = field(default_factory=list)  # held back until confirmed
-    answer: Answer | None = None
-    speech: Iterator[SpeechChunk] | None = None  # the answer's audio, sentence by sentence
-    first_chunk: SpeechChunk | None = None  # synthesised before playback may begin
-    stage: str = "transcribe"
-    playback: Playback | None = None
-    recorded: bool = False
-    tasks: list[asyncio.Task] = field(default_factory=list)
-    # perf_counter times
-    speech_ended: float | None = None
-    endpoint: float | None = None
-    transcribed: float | None = None
-    answered: float | None = None
-    first_audio: float | None = None
+    def _vad_config(self) -> VadConfig:
+        return VadConfig(hangover_ms=self.settings.hangover_ms)
 
-    def cancel(self) -> None:
-        self.cancelled.set()
-        for task in self.tasks:
+    def _listen_config(self) -> ListenConfig:
+        return ListenConfig(speculative_ms=self.settings.speculative_ms or None)
+
+    # ------------------------------------------------------------------ typed and file turns
+
+    def _enqueue(self, turn: Turn) -> None:
+        self._queue.append(turn)
+        if not self._busy_runner():
+            self._runner = self._spawn(self._answer_queue())
+
+    def _busy_runner(self) -> bool:
+        return self._runner is not None and not self._runner.done()
+
+    async def _answer_queue(self) -> None:
+        while self._queue:
+            turn = self._queue.popleft()
+            if turn.source == "file":
+                self._publish(SpeechStarted(turn.id))
+                turn.clock.endpoint = time.perf_counter()
+            self._start(turn)
+            self._confirm(turn)
+            await self._complete(turn)
+
+    # ------------------------------------------------------------------ spoken turns
+
+    async def _on_signal(self, signal: Signal) -> None:
+        if isinstance(signal, Level):
+            self._publish(AudioLevel(self.turn, signal.rms, signal.speech_probability))
+        elif isinstance(signal, Began):
+            self._drop_speculation()
+            self._interrupt()
+            self._new_utterance()
+        elif isinstance(signal, Growing):
+            busy = self.transcribe.running
+            if self._utterance is not None and not busy:
+                self._spawn(self._partial(self._utterance, signal.audio))
+        elif isinstance(signal, Paused):
+            if self._utterance is not None:
+                turn = Turn(self._utterance, "voice", audio=signal.audio, speculative=True)
+                self._speculation = turn
+                self._start(turn)
+        elif isinstance(signal, Resumed):
+            self._drop_speculation()
+        elif isinstance(signal, Ended | Held) and self._utterance is not None:
+            turn = self._speculation
+            self._speculation = None
+            if isinstance(signal, Held):
+                turn = Turn(self._utterance, "voice", audio=signal.audio)
+                turn.clock.speech_ended = turn.clock.endpoint = signal.released
+            elif turn is None:
+                turn = Turn(self._utterance, "voice", audio=signal.end.audio)
+            if isinstance(signal, Ended):
+                turn.clock.speech_ended, turn.clock.endpoint = signal.speech_ended, signal.detected
+            if not turn.tasks:
+                self._start(turn)
+            self._utterance = None
+            self._confirm(turn)
+            turn.tasks.append(self._spawn(self._complete(turn)))
+
+    def _new_utterance(self) -> None:
+        self.turn += 1
+        self._utterance = self.turn
+        self._publish(SpeechStarted(self.turn))
+
+    async def _partial(self, turn: int, audio) -> None:
+        """A preview, only when Whisper is idle: a final transcript must never queue behind
+        more than the one call already running."""
+        try:
+            text = await self.transcribe(audio)
+        except StageFailed:  # the final transcript reports failures
+            return
+        if text and self._utterance == turn and self._speculation is None:
+            self._publish(PartialTranscript(turn, text))
+
+    def _drop_speculation(self) -> None:
+        if self._speculation is not None:
+            log.debug("turn %d: speculative answer dropped", self._speculation.id)
+            self._speculation.cancel()
+            self._speculation = None
+
+    def _interrupt(self) -> None:
+        """Stop the current turn (barge-in, cancel): keep what was heard, drop the rest."""
+        turn = self._active
+        if turn is None:
+            return
+        self._active = None
+        spoken, dropped = "", turn.answer.text if turn.answer else ""
+        if turn.speech is not None and self.speak is not None:
+            spoken, dropped = self.speak.stop(turn.speech)
+        turn.cancel()
+        self._publish(Interrupted(turn.id, spoken, dropped))
+        if turn.transcript:
+            self._keep(turn, interrupted=True, spoken=spoken)
+
+    # ------------------------------------------------------------------ one turn
+
+    def _start(self, turn: Turn) -> None:
+        """Begin transcribing and thinking (perhaps before the endpoint confirms)."""
+        task = self._spawn(self._prepare(turn))
+        task.add_done_callback(_retrieve)
+        turn.tasks.append(task)
+
+    def _confirm(self, turn: Turn) -> None:
+        """This attempt answers the turn: publish what it held back and make it current."""
+        turn.confirmed = True
+        self._active = turn
+        if turn.transcript is not None:
+            self._publish(FinalTranscript(turn.id, turn.transcript, turn.source))
+        for event in turn.pending:
+            self._publish(event)
+        turn.pending.clear()
+
+    def _emit(self, turn: Turn, event: Event) -> None:
+        """Publish ``turn``'s event now if it answers the turn, else once confirmed."""
+        if turn.cancelled.is_set():
+            return
+        if turn.confirmed:
+            self._publish(event)
+        else:
+            turn.pending.append(event)
+
+    async def _prepare(self, turn: Turn) -> bool:
+        """Transcript, answer and its first sentence of audio: all that can be done before
+        the endpoint confirms the question. False when there is nothing to answer."""
+        if turn.transcript is None:
+            turn.transcript = await self.transcribe(turn.audio)
+            turn.clock.transcribed = time.perf_counter()
+            if turn.confirmed:
+                self._publish(FinalTranscript(turn.id, turn.transcript, turn.source))
+        if not turn.transcript:
+            return False
+
+        def draft(frame: DenoiseFrame) -> None:
+            event = Denoise(
+                turn.id, frame.step, frame.total_steps, frame.thinking, frame.text, frame.masked
+            )
+            self._loop.call_soon_threadsafe(self._emit, turn, event)
+
+        answer = await asyncio.to_thread(self.think, turn.transcript, turn.cancelled, draft)
+        turn.clock.answered = time.perf_counter()
+        if answer is None:
+            return False
+        turn.answer = answer
+        engine_ms = round(answer.latency_s * 1000, 1)
+        self._emit(
+            turn,
+            AnswerReady(
+                turn.id, answer.text, answer.thinking, answer.steps, answer.forward_passes,
+                engine_ms,
+            ),
+        )  # fmt: skip
+        if self.speak is not None:
+            turn.speech = await self.speak.prepare(answer.text)
+        return True
+
+    async def _complete(self, turn: Turn) -> None:
+        """Wait for the answer, speak it, keep the turn; failures become ``Error`` events."""
+        try:
+            if await turn.tasks[0]:
+                spoken = await self._play(turn)
+                if self._active is turn:
+                    self._active = None  # a new utterance is a new turn now, not a barge-in
+                self._keep(turn, interrupted=False, spoken=spoken)
+        except asyncio.CancelledError:
+            if turn.cancelled.is_set():  # interrupted: the new utterance has the floor
+                return
+            raise
+        except StageFailed as failure:
+            self._publish(Error(turn.id, failure.stage, str(failure), failure.hint))
+        finally:
+            if self._listener is not None:
+                self._listener.gated = False
+        if self._active is turn:
+            self._active = None
+        if self._utterance is None:
+            self._publish(Listening(turn.id))
+
+    async def _play(self, turn: Turn) -> str:
+        if turn.speech is None:  # no output: the answer is text only
+            return turn.answer.text
+
+        def started() -> None:
+            if self._listener is not None and not self.settings.headset:
+                self._listener.gated = True  # loudspeakers: do not hear ourselves
+            turn.clock.first_audio = time.perf_counter()
+            self._publish(SpeakingStarted(turn.id, turn.speech.text))
+
+        spoken = await self.speak.play(turn.speech, started)
+        if turn.speech.playback is not None:
+            self._publish(SpeakingFinished(turn.id, spoken))
+        return spoken
+
+    def _keep(self, turn: Turn, *, interrupted: bool, spoken: str) -> None:
+        """Remember the turn and publish its metrics and record, once."""
+        if turn.recorded:
+            return
+        turn.recorded = True
+        metrics = turn.metrics()
+        record = turn.record(metrics, interrupted=interrupted, spoken=spoken)
+        self.memory.add(record)
+        self._publish(metrics)
+        self._publish(TurnCompleted(turn.id, record))
+
+    # ------------------------------------------------------------------ housekeeping
+
+    def _publish(self, event: Event) -> None:
+        for subscriber in list(self._subscribers):
+            try:
+                subscriber(event)
+            except Exception:  # a broken face must not stop the conversation
+                log.exception("subscriber %r failed on %s", subscriber, event.type)
+
+    def _deliver(self, item: Command | None) -> None:
+        loop = self._loop
+        if loop is None or _running_loop() is loop:
+            self._inbox.put_nowait(item)
+        else:
+            loop.call_soon_threadsafe(self._inbox.put_nowait, item)
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Task:
+        task = asyncio.ensure_future(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    def _close(self) -> None:
+        """Cancel all turn work, silence the output and close the microphone."""
+        for turn in (self._active, self._speculation, *self._queue):
+            if turn is not None:
+                turn.cancel()
+        self._active = self._speculation = self._utterance = None
+        self._queue.clear()
+        for task in list(self._background):
             task.cancel()
-
-
-def _ms(start: float | None, end: float | None) -> float | None:
-    if start is None or end is None:
-        return None
-    return round(max(end - start, 0.0) * 1000, 1)
+        if self.speak is not None:
+            self.speak.output.stop()
+        if self._listener is not None:
+            self._listener.stop(timeout=0)
+            try:
+                self.microphone.close()
+            finally:
+                self._listener.stop()
+                self._listener = None
 
 
 def _retrieve(task: asyncio.Task) -> None:
@@ -175,378 +522,9 @@ def _retrieve(task: asyncio.Task) -> None:
         task.exception()
 
 
-class Session:
-    """A conversation with one user, by voice (:meth:`run_voice`) or typed (:meth:`run_text`).
-
-    ``transcriber`` is needed for voice input; ``voice`` and ``speaker`` (at the voice's
-    sample rate) for spoken answers, without them answers are text only. Completed turns
-    go to ``memory`` (built on the engine's tokenizer when not given) and to ``log``.
-    """
-
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        transcriber: Transcriber | None = None,
-        voice: Voice | None = None,
-        speaker: AudioOutput | None = None,
-        memory: Memory | None = None,
-        log: TranscriptLog | None = None,
-        config: SessionConfig | None = None,
-        today: Callable[[], date] = date.today,
-    ) -> None:
-        if speaker is not None and voice is not None and speaker.sample_rate != voice.sample_rate:
-            raise ValueError(
-                f"the speaker plays at {speaker.sample_rate} Hz but the voice speaks at "
-                f"{voice.sample_rate} Hz; open the speaker with sample_rate=voice.sample_rate"
-            )
-        self.engine = engine
-        self.transcriber = transcriber
-        self.voice = voice
-        self.speaker = speaker if voice is not None else None
-        self.memory = memory or engine_memory(engine)
-        self.log = log
-        self.config = config or SessionConfig()
-        self.today = today
-        self.bus = EventBus()
-        self.turn = 0  # id of the latest turn
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._listener: Listener | None = None
-        self._utterance: int | None = None  # turn of the utterance being spoken
-        self._speculation: _Work | None = None  # started at a pause, not yet confirmed
-        self._active: _Work | None = None  # confirmed, being answered or spoken
-        self._whisper_calls = 0  # transcriptions running (Whisper serves them one by one)
-        self._background: set[asyncio.Task] = set()
-
-    # ------------------------------------------------------------------ consumers
-
-    def subscribe(self) -> Subscription:
-        """Every event from now on, as an async iterator."""
-        return self.bus.subscribe()
-
-    def add_callback(self, callback: Callback) -> None:
-        """Call ``callback(event)`` on the event loop for every event; it must not block."""
-        self.bus.add_callback(callback)
-
-    def close(self) -> None:
-        """End every subscription; the session is over."""
-        self.bus.close()
-
-    def _publish(self, event: Event) -> None:
-        self.bus.publish(event)
-
-    # ------------------------------------------------------------------ inputs
-
-    async def run_text(self, lines: AsyncIterable[str]) -> None:
-        """Answer typed lines one after the other until ``lines`` ends (or cancellation)."""
-        self._loop = asyncio.get_running_loop()
-        self._publish(Listening(self.turn))
-        try:
-            async for line in lines:
-                if not line.strip():
-                    continue
-                self.turn += 1
-                work = _Work(self.turn, "text", transcript=line.strip())
-                self._start(work)
-                self._confirm(work)
-                await self._complete(work)
-        finally:
-            self._stop_everything()
-
-    async def run_voice(self, source: FrameSource) -> None:
-        """Converse through ``source`` (a microphone) until cancelled; closes ``source``.
-
-        Raises :class:`audio.AudioDeviceError` (after an ``Error`` event) when the source
-        stops delivering audio.
-        """
-        if self.transcriber is None:
-            raise ValueError("voice input needs a transcriber: Session(..., transcriber=...)")
-        self._loop = asyncio.get_running_loop()
-        inbox: asyncio.Queue[Signal] = asyncio.Queue()
-        vad = VoiceActivity(self.config.vad)
-        self._listener = Listener(source, vad, inbox, self._loop, self.config.listen)
-        self._listener.start()
-        self._publish(Listening(self.turn))
-        try:
-            while True:
-                signal = await inbox.get()
-                if isinstance(signal, Failed):
-                    self._publish(
-                        Error(self.turn, "microphone", str(signal.error), HINTS["microphone"])
-                    )
-                    raise signal.error
-                await self._on_signal(signal)
-        finally:
-            self._listener.stop(timeout=0)
-            try:
-                source.close()
-            finally:
-                self._listener.stop()
-                self._listener = None
-                self._stop_everything()
-
-    # ------------------------------------------------------------------ voice signals
-
-    async def _on_signal(self, signal: Signal) -> None:
-        if isinstance(signal, Level):
-            self._publish(AudioLevel(self.turn, signal.rms, signal.speech_probability))
-        elif isinstance(signal, Began):
-            await self._barge_in()
-            self._drop_speculation()
-            self.turn += 1
-            self._utterance = self.turn
-            self._publish(SpeechStarted(self.turn))
-        elif isinstance(signal, Growing):
-            if self._utterance is not None and not self._whisper_calls:
-                self._spawn(self._partial(self._utterance, signal.audio))
-        elif isinstance(signal, Paused):
-            if self._utterance is not None:
-                work = _Work(self._utterance, "voice", audio=signal.audio, speculative=True)
-                self._speculation = work
-                self._start(work)
-        elif isinstance(signal, Resumed):
-            self._drop_speculation()
-        elif isinstance(signal, Ended) and self._utterance is not None:
-            work = self._speculation
-            self._speculation = None
-            if work is None:
-                work = _Work(self._utterance, "voice", audio=signal.end.audio)
-                self._start(work)
-            self._utterance = None
-            work.speech_ended, work.endpoint = signal.speech_ended, signal.detected
-            self._confirm(work)
-            work.tasks.append(self._spawn(self._complete(work)))
-
-    async def _transcribe(self, audio: np.ndarray) -> str:
-        self._whisper_calls += 1
-        try:
-            text = await asyncio.to_thread(self.transcriber.transcribe, audio, speech_checked=True)
-        finally:
-            self._whisper_calls -= 1
-        return text.strip()
-
-    async def _partial(self, turn: int, audio: np.ndarray) -> None:
-        """A preview, only when Whisper is idle: a final transcript must never queue behind
-        more than the one call already running."""
-        try:
-            text = await self._transcribe(audio)
-        except Exception:  # the final transcript reports failures
-            return
-        if text and self._utterance == turn and self._speculation is None:
-            self._publish(PartialTranscript(turn, text))
-
-    def _drop_speculation(self) -> None:
-        if self._speculation is not None:
-            log.debug("turn %d: speculative answer dropped", self._speculation.turn)
-            self._speculation.cancel()
-            self._speculation = None
-
-    async def _barge_in(self) -> None:
-        """The user speaks over the current turn: stop it, keep what was heard."""
-        work = self._active
-        if work is None:
-            return
-        self._active = None
-        spoken, dropped = "", work.answer.text if work.answer else ""
-        if work.playback is not None and self.speaker is not None:
-            spoken, dropped = work.playback.heard(self.speaker.stop())
-        work.cancel()
-        self._publish(Interrupted(work.turn, spoken, dropped))
-        if work.transcript:
-            await self._record(work, interrupted=True, spoken=spoken)
-
-    # ------------------------------------------------------------------ one turn
-
-    def _start(self, work: _Work) -> None:
-        """Begin transcribing and denoising (perhaps before the endpoint confirms)."""
-        task = self._spawn(self._prepare(work))
-        task.add_done_callback(_retrieve)
-        work.tasks.append(task)
-
-    def _confirm(self, work: _Work) -> None:
-        """This work answers the turn: publish what it held back and make it current."""
-        work.confirmed = True
-        self._active = work
-        if work.transcript is not None:
-            self._publish(FinalTranscript(work.turn, work.transcript))
-        for event in work.pending:
-            self._publish(event)
-        work.pending.clear()
-
-    def _emit(self, work: _Work, event: Event) -> None:
-        """Publish ``work``'s event now if it is the turn's answer, else when confirmed."""
-        if work.cancelled.is_set():
-            return
-        if work.confirmed:
-            self._publish(event)
-        else:
-            work.pending.append(event)
-
-    async def _prepare(self, work: _Work) -> Answer | None:
-        """Transcript, answer and its first sentence of audio: all that can be done before
-        the endpoint confirms the question."""
-        if work.transcript is None:
-            work.transcript = await self._transcribe(work.audio)
-            work.transcribed = time.perf_counter()
-            if work.confirmed:
-                self._publish(FinalTranscript(work.turn, work.transcript))
-        if not work.transcript:
-            return None
-        work.stage = "engine"
-        messages = self.memory.messages(work.transcript, self.today())
-        answer = await asyncio.to_thread(self._denoise, work, messages)
-        work.answered = time.perf_counter()
-        if answer is None:
-            return None
-        work.answer = answer
-        engine_ms = round(answer.latency_s * 1000, 1)
-        self._emit(
-            work,
-            AnswerReady(
-                work.turn, answer.text, answer.thinking, answer.steps, answer.forward_passes,
-                engine_ms,
-            ),
-        )  # fmt: skip
-        if self.speaker is not None:
-            work.stage = "speech"
-            work.speech = self.voice.synthesize(answer.text)
-            work.first_chunk = await asyncio.to_thread(next, work.speech, None)
-        return answer
-
-    def _denoise(self, work: _Work, messages: list[dict[str, str]]) -> Answer | None:
-        """Worker thread: run the engine, posting every draft to the loop."""
-        frames = self.engine.stream(messages, steps=self.config.steps)
-        for frame in frames:
-            if work.cancelled.is_set():
-                frames.close()
-                return None
-            self._loop.call_soon_threadsafe(self._draft, work, frame)
-            if frame.answer is not None:
-                return spoken_answer(frame.answer)
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
         return None
 
-    def _draft(self, work: _Work, frame: DenoiseFrame) -> None:
-        self._emit(
-            work,
-            Denoise(
-                work.turn, frame.step, frame.total_steps, frame.thinking, frame.text, frame.masked
-            ),
-        )
-
-    async def _complete(self, work: _Work) -> None:
-        """Wait for the answer, speak it, record the turn; errors become ``Error`` events."""
-        try:
-            await self._answer(work)
-        except asyncio.CancelledError:
-            if work.cancelled.is_set():  # barged in: the new utterance has the floor
-                return
-            raise
-        except Exception as error:
-            message = str(error) or repr(error)
-            self._publish(Error(work.turn, work.stage, message, HINTS[work.stage]))
-        finally:
-            if self._listener is not None:
-                self._listener.gated = False
-        if self._active is work:
-            self._active = None
-        if self._utterance is None:
-            self._publish(Listening(work.turn))
-
-    async def _answer(self, work: _Work) -> None:
-        if await work.tasks[0] is None:  # nothing was said (noise), or the work was dropped
-            return
-        spoken = await self._speak(work)
-        if self._active is work:
-            self._active = None  # from here on a new utterance is a new turn, not a barge-in
-        await self._record(work, interrupted=False, spoken=spoken)
-
-    async def _speak(self, work: _Work) -> str:
-        """Synthesise sentence by sentence and play; returns the words spoken."""
-        text = work.answer.text
-        if work.speech is None:  # text only
-            return text
-        speaker, chunk = self.speaker, work.first_chunk
-        while chunk is not None:
-            work.stage = "speaker"
-            if work.playback is None:
-                if self._listener is not None and not self.config.headset:
-                    self._listener.gated = True  # loudspeakers: do not hear ourselves
-                work.playback = Playback(text, start_s=speaker.played_s)
-                speaker.play(chunk.samples)
-                work.first_audio = time.perf_counter()
-                self._publish(SpeakingStarted(work.turn, text))
-            else:
-                speaker.play(chunk.samples)
-            work.playback.queued(chunk.text, chunk.duration_s)
-            work.stage = "speech"
-            chunk = await asyncio.to_thread(next, work.speech, None)
-        if work.playback is None:
-            return ""
-        work.stage = "speaker"
-        await asyncio.to_thread(speaker.wait)
-        spoken = " ".join(piece for piece, _ in work.playback.chunks)
-        self._publish(SpeakingFinished(work.turn, spoken))
-        return spoken
-
-    async def _record(self, work: _Work, *, interrupted: bool, spoken: str) -> None:
-        """Remember the turn, publish its metrics and append it to the log, once."""
-        if work.recorded:
-            return
-        work.recorded = True
-        metrics = self._metrics(work)
-        answer = work.answer
-        record = TurnRecord(
-            turn=work.turn,
-            user=work.transcript or "",
-            started_at=work.started_at,
-            thinking=answer.thinking if answer else "",
-            answer=answer.text if answer else "",
-            interrupted=interrupted,
-            spoken=spoken,
-            source=work.source,
-            metrics={k: v for k, v in dataclasses.asdict(metrics).items() if k != "turn"},
-        )
-        self.memory.add(record)
-        self._publish(metrics)
-        if self.log is not None:
-            failure = await asyncio.to_thread(self.log.append, record)
-            if failure is not None:
-                self._publish(Error(work.turn, "log", failure.message, failure.hint))
-
-    def _metrics(self, work: _Work) -> TurnMetrics:
-        answer = work.answer
-        ready = (
-            max(work.answered, work.endpoint) if work.answered and work.endpoint else work.answered
-        )
-        transcribed = work.transcribed
-        if transcribed is not None and work.endpoint is not None:
-            transcribed = max(transcribed, work.endpoint)  # speculative: ready before endpoint
-        return TurnMetrics(
-            work.turn,
-            endpoint_ms=_ms(work.speech_ended, work.endpoint),
-            transcript_ms=_ms(work.endpoint, transcribed),
-            engine_ms=round(answer.latency_s * 1000, 1) if answer else None,
-            steps=answer.steps if answer else None,
-            first_audio_ms=_ms(ready, work.first_audio),
-            voice_to_voice_ms=_ms(work.speech_ended, work.first_audio),
-            speculative=work.speculative,
-        )
-
-    # ------------------------------------------------------------------ housekeeping
-
-    def _spawn(self, coroutine: Coroutine[Any, Any, Any]) -> asyncio.Task:
-        task = asyncio.ensure_future(coroutine)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
-
-    def _stop_everything(self) -> None:
-        """Cancel all turn work and silence the speaker (Ctrl-C, end of input)."""
-        for work in (self._active, self._speculation):
-            if work is not None:
-                work.cancel()
-        self._active = self._speculation = self._utterance = None
-        for task in list(self._background):
-            task.cancel()
-        if self.speaker is not None:
-            self.speaker.stop()

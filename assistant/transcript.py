@@ -3,14 +3,14 @@
 Each ``append`` is a single ``write`` of one whole line on a file opened for appending,
 followed by ``fsync``, so a crash or ``kill -9`` loses no completed turn. A failed write
 (full disk, read-only place) never stops the conversation: ``append`` returns a
-``LogFailure`` the session turns into an ``Error`` event. Readers skip a line cut short
+``LogFailure`` that :mod:`~quicksilver.assistant.transcript_writer` reports as an
+``Error`` event. Readers skip a line cut short
 by a crash instead of refusing the whole file.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections import deque
 from collections.abc import Mapping
@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .config import xdg_dir
-
-log = logging.getLogger(__name__)
 
 Source = Literal["voice", "text", "file"]
 
@@ -93,7 +91,6 @@ class TranscriptLog:
                 hint="free some disk space, or set log_path in config.toml (or "
                 "QUICKSILVER_LOG_PATH) to a writable file; the conversation goes on",
             )
-            log.warning("%s", failure.message)
             return failure
         return None
 

@@ -7,6 +7,7 @@ becomes an :class:`AudioFileError` that says what is wrong and how to fix it.
 
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,6 +131,19 @@ def read_wav(path: str | Path, sample_rate: int | None = 16000) -> np.ndarray:
     if sample_rate is None or sample_rate == info.sample_rate:
         return mono
     return resample(mono, info.sample_rate, sample_rate)
+
+
+def check_output_path(path: str | Path) -> Path:
+    """``path`` if a WAV file can be written there, else an :class:`AudioFileError` that
+    says why; call it before any slow work, so a typo costs nothing."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise AudioFileError(f"{path} is a folder; give a file name, e.g. {path / 'answer.wav'}")
+    if not path.parent.is_dir():
+        raise AudioFileError(f"cannot write {path}: the folder {path.parent} does not exist")
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise AudioFileError(f"cannot write {path}: permission denied; choose another place")
+    return path
 
 
 def write_wav(path: str | Path, samples: np.ndarray, sample_rate: int) -> None:

@@ -1,18 +1,26 @@
 """The ``quicksilver`` command.
 
-Each subcommand is a small function ``cmd_<name>(args) -> int`` that calls the public
-``engine``/``audio``/``assistant`` APIs; heavy imports happen inside them so that
-``quicksilver --help`` stays instant.
+Each subcommand is a small function ``cmd_<name>(args, settings) -> int`` that calls
+the public ``engine``/``audio``/``assistant`` APIs with the layered settings (defaults →
+config.toml → QUICKSILVER_* → the flags given); heavy imports happen inside them so
+that ``quicksilver --help`` stays instant. Arguments and output paths are checked
+before any model loads.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-from quicksilver.assistant.memory import today_context
-from quicksilver.ui.conversation import add_converse_command, add_session_options, run_conversation
+from quicksilver.assistant.config import Settings
+from quicksilver.ui.conversation import (
+    add_conversation_options,
+    add_converse_command,
+    run_conversation,
+)
+from quicksilver.ui.flags import ENGINE, add_setting_flags, settings_from
 
 
 def _version() -> str:
@@ -31,14 +39,20 @@ class UserError(Exception):
 # --------------------------------------------------------------------------- engine
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
+def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     """Per-skill accuracy of a model on reasoner-tiny's held-out sets."""
     import json
 
     from quicksilver.engine import Engine
     from quicksilver.models.reasoner_tiny.evaluate import evaluate, left_to_right
 
-    engine = Engine.load(args.model, device=args.device)
+    if args.per_skill < 1:
+        raise UserError(f"--per-skill must be at least 1, got {args.per_skill}")
+    budgets = getattr(args, "step_budgets", None) or [settings.steps]
+    if any(steps is not None and steps < 1 for steps in budgets):
+        raise UserError(f"every step budget must be at least 1, got {budgets}")
+    engine = Engine.load(settings.model, device=settings.device)
+    budgets = [steps or engine.sampler.steps for steps in budgets]
     results = [
         evaluate(
             engine,
@@ -47,7 +61,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             follow_up=args.follow_up,
             trained_phrasings=args.trained_phrasings,
         )
-        for steps in args.steps
+        for steps in budgets
     ]
     in_order = left_to_right(engine, args.per_skill) if args.in_order else None
     if args.json:
@@ -71,17 +85,25 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_ask(args: argparse.Namespace) -> int:
+def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     """Answer one typed question with the diffusion engine."""
     import json
+    from datetime import date
 
+    if not args.question.strip():
+        raise UserError("the question is empty; ask something, e.g. \"what is 17 times 3\"")
+    options = {"steps": settings.steps, "max_new_tokens": args.max_new_tokens}
+    options = {name: value for name, value in options.items() if value is not None}
+    if any(value < 1 for value in options.values()):
+        raise UserError(f"--steps and --max-new-tokens must be at least 1, got {options}")
     from quicksilver.engine import Engine
 
-    engine = Engine.load(args.model, device=args.device)
+    engine = Engine.load(settings.model, device=settings.device)
+    context = engine.date_context(date.today()) if args.context is None else args.context
     messages = [{"role": "user", "content": args.question}]
-    if args.context:
-        messages.insert(0, {"role": "system", "content": args.context})
-    answer = engine.answer(messages, steps=args.steps, max_new_tokens=args.max_new_tokens)
+    if context:
+        messages.insert(0, {"role": "system", "content": context})
+    answer = engine.answer(messages, **options)
     if args.json:
         print(
             json.dumps(
@@ -95,7 +117,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    if args.show_thinking and answer.thinking:
+    if settings.show_thinking and answer.thinking:
         print(f"(thinking) {answer.thinking}")
     print(answer.text)
     if not answer.text.strip():
@@ -114,26 +136,17 @@ def _add_engine_commands(sub: argparse._SubParsersAction) -> None:
         description="Answer one question with the diffusion reasoning engine and print it.",
     )
     ask.add_argument("question", help='the question, e.g. "what is 17 times 3"')
-    ask.add_argument(
-        "--model",
-        default="bundled",
-        help="checkpoint folder (config.json, model.safetensors, tokenizer.json), a "
-        "registered name (llada-8b-instruct) or a Hugging Face id of a LLaDA or Qwen-layout "
-        "diffusion model (downloaded once); default: the model shipped with Quicksilver",
-    )
-    ask.add_argument("--steps", type=int, default=16, help="denoising steps (default 16)")
+    add_setting_flags(ask, ENGINE)
     ask.add_argument(
         "--max-new-tokens", type=int, default=None, help="reply canvas length (default: model's)"
     )
-    ask.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto (default)")
     ask.add_argument(
         "--context",
-        default=today_context(),
-        help="what the model is told first (default: today's date, e.g. "
-        '"Today is Sunday, November 29, 2026."); "" for nothing',
+        default=None,
+        help="what the model is told first (default: today's date for a model trained to "
+        'read it, e.g. "Today is Sunday, November 29, 2026.", else nothing); "" for nothing',
     )
     ask.add_argument("--json", action="store_true", help="print the answer and figures as JSON")
-    ask.add_argument("--show-thinking", action="store_true", help="also print the hidden reasoning")
     ask.set_defaults(func=cmd_ask)
 
     evaluation = sub.add_parser(
@@ -142,12 +155,16 @@ def _add_engine_commands(sub: argparse._SubParsersAction) -> None:
         description="Answer the held-out questions of every skill (numbers, words, dates and "
         "phrasings never seen in training) and print the share answered exactly right.",
     )
-    evaluation.add_argument("--model", default="bundled", help="checkpoint (default: shipped)")
+    add_setting_flags(evaluation, ("model", "device"))
     evaluation.add_argument(
-        "--steps", type=int, nargs="+", default=[16], help="step budgets to compare (default 16)"
+        "--steps",
+        type=int,
+        nargs="+",
+        dest="step_budgets",
+        metavar="N",
+        help="step budgets to compare (default: the steps setting, else the model's own)",
     )
     evaluation.add_argument("--per-skill", type=int, default=50, help="questions per skill")
-    evaluation.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     evaluation.add_argument("--json", action="store_true", help="print the figures as JSON")
     evaluation.add_argument(
         "--follow-up",
@@ -172,14 +189,14 @@ def _add_engine_commands(sub: argparse._SubParsersAction) -> None:
     evaluation.set_defaults(func=cmd_eval)
 
 
-def cmd_train(args: argparse.Namespace) -> int:
+def cmd_train(args: argparse.Namespace, settings: Settings) -> int:
     """Train a new model, or fine-tune a checkpoint, on a JSON-lines file."""
     from quicksilver.engine import Engine, ModelConfig, Tokenizer
     from quicksilver.engine.train import TrainConfig, load_examples, train
 
     examples = load_examples(args.data)
     if args.init:
-        engine = Engine.load(args.init, device=args.device)
+        engine = Engine.load(args.init, device=settings.device)
     else:
         tokenizer = Tokenizer.byte_level()
         shape = ModelConfig(
@@ -190,12 +207,12 @@ def cmd_train(args: argparse.Namespace) -> int:
             max_seq_len=args.context,
             prompt_sees_reply=False,
         )
-        engine = Engine.random(shape, seed=args.seed, device=args.device, tokenizer=tokenizer)
+        engine = Engine.random(shape, seed=args.seed, device=settings.device, tokenizer=tokenizer)
     config = TrainConfig(
-        steps=args.steps,
+        steps=args.train_steps,
         batch_size=args.batch_size,
         lr=args.lr,
-        warmup_steps=min(args.steps // 10, 200),
+        warmup_steps=min(args.train_steps // 10, 200),
         reply_length=args.reply_length,
         seed=args.seed,
         out_dir=args.out,
@@ -225,14 +242,14 @@ def _add_train_command(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("data", help="JSON-lines training file")
     parser.add_argument("--out", required=True, help="checkpoint folder to write (and resume)")
     parser.add_argument("--init", help="checkpoint to fine-tune (default: a new model)")
-    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--steps", type=int, default=2000, dest="train_steps")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--reply-length", type=int, help="canvas length (default: longest reply)")
     parser.add_argument("--save-every", type=int, default=200, help="steps between checkpoints")
     parser.add_argument("--time-limit", type=float, help="minutes to train in this run")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
+    add_setting_flags(parser, ["device"])
     new = parser.add_argument_group("shape of a new model")
     new.add_argument("--d-model", type=int, default=256)
     new.add_argument("--layers", type=int, default=4)
@@ -249,14 +266,14 @@ def _format_time(seconds: float) -> str:
     return f"{int(minutes):02d}:{seconds:04.1f}"
 
 
-def cmd_transcribe(args: argparse.Namespace) -> int:
+def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
     """Print the transcript of a WAV file; long files print segment by segment."""
     from quicksilver.audio.stt import SttOptions, Transcriber
     from quicksilver.audio.wavfile import read_wav
 
     samples = read_wav(args.file)
     options = SttOptions(language=args.language, beam_size=args.beam_size)
-    transcriber = Transcriber(args.model, device=args.device, options=options)
+    transcriber = Transcriber(settings.whisper_model, device=args.whisper_device, options=options)
     found = False
     for segment in transcriber.segments(samples):
         found = True
@@ -271,15 +288,17 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_say(args: argparse.Namespace) -> int:
+def cmd_say(args: argparse.Namespace, settings: Settings) -> int:
     """Speak text with Piper: write it to a WAV file, or play it as it is synthesised."""
     import numpy as np
     from quicksilver.audio.devices import AudioDeviceError, Speaker
     from quicksilver.audio.tts import Voice
-    from quicksilver.audio.wavfile import write_wav
+    from quicksilver.audio.wavfile import check_output_path, write_wav
 
+    if args.output:
+        check_output_path(args.output)
     text = sys.stdin.read() if args.text == "-" else args.text
-    voice = Voice(args.voice, rate=args.rate, volume=args.volume)
+    voice = Voice(settings.voice, rate=args.rate, volume=args.volume)
     chunks = voice.synthesize(text)
     first = next(chunks, None)
     if first is None:
@@ -290,7 +309,7 @@ def cmd_say(args: argparse.Namespace) -> int:
         print(f"wrote {samples.size / voice.sample_rate:.1f} s of speech to {args.output}")
         return 0
     try:
-        with Speaker(args.output_device, sample_rate=voice.sample_rate) as speaker:
+        with Speaker(settings.output_device, sample_rate=voice.sample_rate) as speaker:
             speaker.play(first.samples)
             for chunk in chunks:
                 speaker.play(chunk.samples)
@@ -300,7 +319,7 @@ def cmd_say(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_devices(args: argparse.Namespace) -> int:
+def cmd_devices(args: argparse.Namespace, settings: Settings) -> int:
     """List the sound devices PortAudio sees, inputs and outputs, with default rates."""
     from quicksilver.audio.devices import AudioDeviceError, list_devices
 
@@ -338,13 +357,16 @@ def _add_audio_commands(sub: argparse._SubParsersAction) -> None:
     transcribe.add_argument("file", help="the WAV file")
     transcribe.add_argument(
         "--model",
-        default="tiny.en",
+        dest="whisper_model",
+        default=argparse.SUPPRESS,
         help="faster-whisper model name (e.g. base.en, downloaded once) or CTranslate2 folder; "
-        "default: the bundled tiny.en",
+        "default: the whisper_model setting (the bundled tiny.en)",
     )
     transcribe.add_argument("--language", default="en", help="spoken language (default en)")
     transcribe.add_argument("--beam-size", type=int, default=1, help="beam size (default 1)")
-    transcribe.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
+    transcribe.add_argument(
+        "--device", dest="whisper_device", default="auto", help="cpu, cuda or auto (default)"
+    )
     transcribe.add_argument(
         "--timestamps", action="store_true", help="prefix each segment with its time span"
     )
@@ -357,14 +379,9 @@ def _add_audio_commands(sub: argparse._SubParsersAction) -> None:
     )
     say.add_argument("text", help='the text, or "-" to read it from standard input')
     say.add_argument("-o", "--output", help="write a 16-bit WAV file instead of playing")
-    say.add_argument(
-        "--voice",
-        default="en_US-joe-medium",
-        help="Piper voice name or path to its .onnx file; default: the bundled en_US-joe-medium",
-    )
+    add_setting_flags(say, ("voice", "output_device"))
     say.add_argument("--rate", type=float, default=1.0, help="speaking rate, 0.25-4 (default 1)")
     say.add_argument("--volume", type=float, default=1.0, help="volume, 0-2 (default 1)")
-    say.add_argument("--output-device", help="speaker: index or part of its name (default: system)")
     say.set_defaults(func=cmd_say)
 
     devices = sub.add_parser(
@@ -378,15 +395,15 @@ def _add_audio_commands(sub: argparse._SubParsersAction) -> None:
 # --------------------------------------------------------------------------- assistant
 
 
-def cmd_config(args: argparse.Namespace) -> int:
+def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     """Print the effective settings, each with the layer that set it."""
     import dataclasses
     import json
 
-    from quicksilver.assistant.config import default_config_path, load_settings
+    from quicksilver.assistant.config import default_config_path
     from quicksilver.assistant.transcript import default_log_path
 
-    settings, sources = load_settings({})
+    settings, sources = settings_from(args)
     values = dataclasses.asdict(settings)
     if args.json:
         report = {name: {"value": value, "source": sources[name]} for name, value in values.items()}
@@ -395,7 +412,8 @@ def cmd_config(args: argparse.Namespace) -> int:
     path = default_config_path()
     state = "" if path.is_file() else " (not there; create it to change the defaults)"
     print(f"# config file: {path}{state}; environment: QUICKSILVER_<NAME>")
-    unset = {"log_path": str(default_log_path())}  # what None means, where it is not a device
+    # what None means, where it is not a device
+    unset = {"log_path": str(default_log_path()), "steps": "(the model's own)"}
     text = {name: _setting_text(value, unset.get(name)) for name, value in values.items()}
     name_width, value_width = max(map(len, text)), max(map(len, text.values()))
     for name, value in text.items():
@@ -409,20 +427,19 @@ def _setting_text(value: object, unset: str | None) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def cmd_history(args: argparse.Namespace) -> int:
+def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
     """Print the most recent turns of the transcript log."""
     import json
 
-    from quicksilver.assistant.config import load_settings
     from quicksilver.assistant.transcript import TranscriptLog
 
     if args.n < 1:
         raise UserError(f"-n must be at least 1, got {args.n}")
-    settings, _ = load_settings({})
     log = TranscriptLog(settings.log_path)
     records, skipped = log.read_recent(args.n)
-    for warning in skipped:
-        print(f"quicksilver history: {warning}", file=sys.stderr)
+    if skipped:
+        more = f" and {len(skipped) - 1} more like it" if len(skipped) > 1 else ""
+        print(f"quicksilver history: {skipped[0]}{more}", file=sys.stderr)
     if args.json:
         print(json.dumps([r.to_dict() for r in records], indent=2, ensure_ascii=False))
         return 0
@@ -482,7 +499,7 @@ def build_parser() -> argparse.ArgumentParser:
         "in a fixed number of parallel denoising steps.",
     )
     parser.add_argument("--version", action="version", version=f"quicksilver {_version()}")
-    add_session_options(parser)
+    add_conversation_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_engine_commands(sub)
     _add_train_command(sub)
@@ -496,13 +513,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args) if args.command else run_conversation(args)
-    except (UserError, ValueError, FileNotFoundError) as error:
+        settings, _ = settings_from(args)
+        if args.command is None:
+            return run_conversation(args, settings)
+        return args.func(args, settings)
+    except (UserError, ValueError, FileNotFoundError, IsADirectoryError) as error:
         name = f"quicksilver {args.command}" if args.command else "quicksilver"
         print(f"{name}: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `quicksilver config | head -3`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

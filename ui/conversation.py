@@ -1,9 +1,9 @@
-"""The conversation on the command line: ``quicksilver [--no-ui | --text]`` and ``converse``.
+"""The conversation on the command line: ``quicksilver [--text]`` and ``converse``.
 
-The voice loop runs headless here: one readable line per event (what was heard, the
-answer, the latency); drafts and partial transcripts only update a status line on a
-terminal. Settings come from ``assistant.config`` (defaults, config file, environment),
-with the flags below on top.
+Both are faces of the one session core: they build a session with
+``assistant.build_session``, send it commands and print its events, one readable line
+each (what was heard, the answer, the latency); on a terminal, drafts and partial
+transcripts only update a status line.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import json
 import sys
 import threading
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TextIO
 
-from quicksilver.assistant.config import NAMES, Settings, load_settings
+from quicksilver.assistant.config import Settings
 from quicksilver.assistant.events import (
     AnswerReady,
     Denoise,
@@ -25,27 +26,32 @@ from quicksilver.assistant.events import (
     FinalTranscript,
     Interrupted,
     PartialTranscript,
+    TurnCompleted,
     TurnMetrics,
 )
+from quicksilver.ui.flags import add_setting_flags
+
+# What a user of the command line can do when a component is missing.
+WAYS_OUT = {
+    "microphone": "; or type your questions: quicksilver --text",
+    "speaker": "; or answer in text only with --mute",
+    "engine": "; choose another with --model",
+    "whisper": "; choose another with --whisper-model",
+    "voice": "; choose another with --voice",
+}
 
 
-def add_session_options(parser: argparse.ArgumentParser) -> None:
-    """Flags of the conversation; every one overrides config.toml and QUICKSILVER_*."""
+def add_conversation_options(parser: argparse.ArgumentParser) -> None:
+    """Flags of the conversation; every setting flag overrides config.toml and QUICKSILVER_*."""
     parser.epilog = (
         "Examples: `quicksilver` talks through the microphone and speaker; `quicksilver "
         "--text` answers typed questions; `quicksilver converse --input question.wav` runs "
-        "one turn from a file. The defaults shown can be changed in "
+        "the turns of a recording. The defaults shown can be changed in "
         "~/.config/quicksilver/config.toml or with QUICKSILVER_<NAME> variables; "
         "`quicksilver config` shows what is in effect, `quicksilver history` the past turns."
     )
     mode = parser.add_argument_group(
         "conversation (quicksilver with no command: talk to it; Ctrl-C quits)"
-    )
-    mode.add_argument(
-        "--no-ui",
-        action="store_true",
-        help="talk through the microphone, printing one line per turn in the terminal "
-        "(what is shown today without the flag too)",
     )
     mode.add_argument(
         "--text",
@@ -54,69 +60,7 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         "line, Ctrl-D to quit",
     )
     mode.add_argument("--mute", action="store_true", help="print the answers, do not speak them")
-    mode.add_argument(
-        "--headset",
-        action="store_true",
-        default=None,
-        help="you wear headphones: keep listening while the assistant speaks, so you can "
-        "interrupt it (with loudspeakers the microphone is muted then, so it never answers "
-        "itself)",
-    )
-    mode.add_argument(
-        "--input-device", metavar="DEVICE", help="microphone: index or part of its name"
-    )
-    mode.add_argument(
-        "--output-device", metavar="DEVICE", help="speaker: index or part of its name"
-    )
-    mode.add_argument(
-        "--hangover-ms",
-        type=int,
-        metavar="MS",
-        help="silence that ends your question, in ms (default 500)",
-    )
-    mode.add_argument(
-        "--speculative-ms",
-        type=int,
-        metavar="MS",
-        help="silence after which the answer is started early, in ms; 0 turns it off (default 200)",
-    )
-    add_model_options(mode)
-
-
-def add_model_options(group: argparse._ActionsContainer) -> None:
-    group.add_argument(
-        "--model",
-        metavar="NAME",
-        help="reasoning model: a checkpoint folder or a registered name (default: the "
-        "shipped model)",
-    )
-    group.add_argument(
-        "--steps", type=int, metavar="N", help="denoising steps per answer (default 16)"
-    )
-    group.add_argument("--device", help="where the model runs: cpu, cuda or auto (default)")
-    group.add_argument(
-        "--whisper-model",
-        metavar="NAME",
-        help="speech recognition: a faster-whisper model name (e.g. base.en) or folder "
-        "(default: the bundled tiny.en)",
-    )
-    group.add_argument(
-        "--voice",
-        metavar="NAME",
-        help="Piper voice name or .onnx path (default: the bundled en_US-joe-medium)",
-    )
-    group.add_argument(
-        "--show-thinking",
-        action="store_true",
-        default=None,
-        help="also print the model's hidden reasoning",
-    )
-
-
-def settings_from(args: argparse.Namespace) -> Settings:
-    """Defaults, then config.toml, then QUICKSILVER_* variables, then these flags."""
-    overrides = {name: getattr(args, name) for name in NAMES if hasattr(args, name)}
-    return load_settings(overrides)[0]
+    add_setting_flags(mode)
 
 
 # --------------------------------------------------------------------------- printing
@@ -127,7 +71,7 @@ def _ms(value: float | None) -> str:
 
 
 def format_event(event: Event, show_thinking: bool = False) -> list[str]:
-    """The lines an event prints as in the headless conversation (none for most)."""
+    """The lines an event prints as in the conversation (none for most)."""
     if isinstance(event, FinalTranscript):
         return [f"you: {event.text}" if event.text else "(no words heard)"]
     if isinstance(event, AnswerReady):
@@ -142,6 +86,7 @@ def format_event(event: Event, show_thinking: bool = False) -> list[str]:
             parts.append(f"{_ms(event.voice_to_voice_ms)} ms voice-to-voice")
         if event.endpoint_ms is not None:
             parts.append(f"endpoint {_ms(event.endpoint_ms)}")
+        if event.transcript_ms is not None:
             parts.append(f"transcript {_ms(event.transcript_ms)}")
         parts.append(f"engine {_ms(event.engine_ms)} ms / {event.steps} steps")
         if event.first_audio_ms is not None:
@@ -156,11 +101,15 @@ def format_event(event: Event, show_thinking: bool = False) -> list[str]:
 
 
 class EventPrinter:
-    """Prints events as lines; on a terminal, drafts and partials update one status line."""
+    """Prints events as lines; on a terminal, drafts and partials update one status line.
 
-    def __init__(self, out: TextIO, show_thinking: bool = False) -> None:
+    ``echo_typed=False`` leaves out the typed question, which the terminal already shows.
+    """
+
+    def __init__(self, out: TextIO, show_thinking: bool = False, echo_typed: bool = True) -> None:
         self.out = out
         self.show_thinking = show_thinking
+        self.echo_typed = echo_typed
         self.live = out.isatty()
         self._status = False
 
@@ -169,9 +118,16 @@ class EventPrinter:
             self._show_status(f"… {event.text}")
         elif self.live and isinstance(event, Denoise):
             self._show_status(f"thinking {event.step}/{event.total_steps}: {event.text}")
+        if isinstance(event, FinalTranscript) and event.source == "text" and not self.echo_typed:
+            return
         for line in format_event(event, self.show_thinking):
             self._clear_status()
             print(line, file=self.out, flush=True)
+
+    def close(self) -> None:
+        """Leave no half-drawn status line behind (Ctrl-C mid-turn)."""
+        self._clear_status()
+        self.out.flush()
 
     def _show_status(self, text: str) -> None:
         self.out.write("\r\033[K" + text[:100])
@@ -202,156 +158,148 @@ async def stdin_lines() -> AsyncIterator[str]:
         yield line
 
 
+async def answer_lines(session, lines: AsyncIterator[str]) -> None:
+    """Send each non-blank line as a question; stop once the last one is answered."""
+    from quicksilver.assistant.commands import SubmitText
+
+    running = asyncio.ensure_future(session.run())
+    async for line in lines:
+        if line.strip():
+            session.send(SubmitText(line))
+    await session.idle()
+    session.stop()
+    await running
+
+
+async def answer_recording(session, samples) -> None:
+    """Send a recording; stop once its last utterance is answered."""
+    from quicksilver.assistant.commands import SubmitAudio
+
+    running = asyncio.ensure_future(session.run())
+    session.send(SubmitAudio(samples))
+    await asyncio.sleep(0)
+    await session.idle()
+    session.stop()
+    await running
+
+
 def _fail(message: str) -> int:
     print(f"quicksilver: {message}", file=sys.stderr)
     return 2
 
 
-def run_conversation(args: argparse.Namespace) -> int:
-    """``quicksilver [--no-ui] [--text]``: the conversation loop, until Ctrl-C or Ctrl-D."""
-    from quicksilver.assistant.loading import (
-        StartupError,
-        load_engine,
-        load_transcriber,
-        load_voice,
-    )
-    from quicksilver.assistant.session import Session, SessionConfig, engine_memory
-    from quicksilver.assistant.transcript import TranscriptLog
-    from quicksilver.audio.devices import AudioDeviceError, Microphone, Speaker, find_device
+def _startup_failure(error) -> int:
+    return _fail(f"{error}{WAYS_OUT.get(error.component, '')}")
 
-    settings = settings_from(args)
-    typed, speak = args.text, not args.mute
+
+def run_conversation(args: argparse.Namespace, settings: Settings) -> int:
+    """``quicksilver [--text] [--mute]``: the conversation, until Ctrl-C or Ctrl-D."""
+    from quicksilver.assistant import StartupError, Wiring, build_session
+    from quicksilver.audio.devices import AudioDeviceError
+
+    typed = args.text
+    output = "none" if args.mute else "speaker"
+    wiring = Wiring(microphone=not typed, speech=not typed, output=output)
     try:
-        if not typed:
-            find_device(settings.input_device, "input")
-    except AudioDeviceError as error:
-        return _fail(f"{error}; or type your questions: quicksilver --text")
-    try:
-        if speak:
-            find_device(settings.output_device, "output")
-    except AudioDeviceError as error:
-        if not typed:
-            return _fail(f"{error}; or answer in text only with --mute")
-        print(f"(no speaker, answers are printed only: {error})", file=sys.stderr)
-        speak = False
-    try:
-        engine = load_engine(settings.model, settings.device)
-        transcriber = None if typed else load_transcriber(settings.whisper_model)
-        voice = load_voice(settings.voice) if speak else None
+        session = build_session(settings, wiring, notify=_note)
     except StartupError as error:
-        return _fail(str(error))
-    speaker = None
-    if voice is not None:
-        try:
-            speaker = Speaker(settings.output_device, sample_rate=voice.sample_rate)
-        except AudioDeviceError as error:
-            return _fail(f"{error}; or answer in text only with --mute")
-    memory = engine_memory(engine, settings.context_tokens, settings.max_turns)
-    session = Session(
-        engine,
-        transcriber=transcriber,
-        voice=voice,
-        speaker=speaker,
-        memory=memory,
-        log=TranscriptLog(settings.log_path),
-        config=SessionConfig.from_settings(settings),
-    )
-    session.add_callback(EventPrinter(sys.stdout, settings.show_thinking))
+        return _startup_failure(error)
+    printer = EventPrinter(sys.stdout, settings.show_thinking, echo_typed=not sys.stdin.isatty())
+    session.subscribe(printer)
     try:
         if typed:
             print("Type a question and press Enter; Ctrl-D quits.", flush=True)
-            asyncio.run(session.run_text(stdin_lines()))
-            return 0
-        try:
-            microphone = Microphone(settings.input_device)
-        except AudioDeviceError as error:
-            return _fail(f"{error}; or type your questions: quicksilver --text")
-        print("Listening: ask a question; Ctrl-C quits.", flush=True)
-        try:
-            asyncio.run(session.run_voice(microphone))
-        except AudioDeviceError:
-            return 1  # the Error event has said what happened
-        return 0
+            asyncio.run(answer_lines(session, stdin_lines()))
+        else:
+            print("Listening: ask a question; Ctrl-C quits.", flush=True)
+            asyncio.run(session.run())
+    except AudioDeviceError:
+        return 1  # the Error event has said what happened
     finally:
-        if speaker is not None:
-            speaker.close()
+        printer.close()
+        session.close()
+    return 0
+
+
+def _note(note: str) -> None:
+    print(f"quicksilver: {note}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------- converse
 
 
-def cmd_converse(args: argparse.Namespace) -> int:
-    """One voice turn from a WAV file: VAD, Whisper, the engine, Piper."""
-    from quicksilver.assistant.converse import converse
-    from quicksilver.assistant.loading import (
-        StartupError,
-        load_engine,
-        load_transcriber,
-        load_voice,
-    )
-    from quicksilver.assistant.session import engine_memory
-    from quicksilver.assistant.transcript import TranscriptLog, TurnRecord
+class TurnReport:
+    """``converse``'s output: each completed turn as lines, or as one JSON object."""
+
+    def __init__(self, as_json: bool, show_thinking: bool, output: Path | None) -> None:
+        self.as_json = as_json
+        self.output = output
+        self.printer = EventPrinter(sys.stdout, show_thinking)
+        self.turns = 0
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, Error):
+            print(format_event(event)[0], file=sys.stderr, flush=True)
+        elif isinstance(event, TurnCompleted):
+            self.turns += 1
+            if self.as_json:
+                print(json.dumps(self._turn_json(event), ensure_ascii=False), flush=True)
+        elif not self.as_json:
+            self.printer(event)
+
+    def _turn_json(self, event: TurnCompleted) -> dict:
+        record = event.record
+        return {
+            "turn": record.turn,
+            "transcript": record.user,
+            "answer": record.answer,
+            "thinking": record.thinking,
+            "steps": record.metrics.get("steps"),
+            "timings_ms": {k: v for k, v in record.metrics.items() if k.endswith("_ms")},
+            "output": str(self.output) if self.output else None,
+        }
+
+
+def cmd_converse(args: argparse.Namespace, settings: Settings) -> int:
+    """The turns of a recording: every utterance in it heard, answered and spoken."""
+    from quicksilver.assistant import StartupError, Wiring, build_session
     from quicksilver.audio.wavfile import read_wav
 
-    settings = settings_from(args)
     samples = read_wav(args.input)
+    output = Path(args.output) if args.output else None
+    wiring = Wiring(
+        microphone=False, speech=True, output="file" if output else "none", output_path=output
+    )
     try:
-        engine = load_engine(settings.model, settings.device)
-        transcriber = load_transcriber(settings.whisper_model)
-        voice = load_voice(settings.voice)
+        session = build_session(settings, wiring)
     except StartupError as error:
-        return _fail(str(error))
-    memory = engine_memory(engine, settings.context_tokens)
-    result = converse(
-        samples,
-        engine,
-        transcriber,
-        voice,
-        output=args.output,
-        steps=settings.steps,
-        memory=memory,
-    )
-    record = TurnRecord(
-        turn=1,
-        user=result.transcript,
-        thinking=result.thinking,
-        answer=result.answer,
-        spoken=result.answer,
-        source="file",
-        metrics=result.to_dict()["timings_ms"],
-    )
-    failure = TranscriptLog(settings.log_path).append(record)
-    if failure is not None:
-        print(f"quicksilver converse: {failure.message} ({failure.hint})", file=sys.stderr)
-    if args.json:
-        print(json.dumps(result.to_dict(), ensure_ascii=False))
-        return 0
-    print(f"you: {result.transcript}")
-    if settings.show_thinking and result.thinking:
-        print(f"  (thinking) {result.thinking}")
-    print(f"quicksilver: {result.answer}")
-    t = result.timings
-    print(
-        f"  [vad {t.vad_ms:.0f} · transcript {t.transcript_ms:.0f} · engine {t.engine_ms:.0f} ms"
-        f" / {result.steps} steps · first audio {_ms(t.first_audio_ms)} · total "
-        f"{t.total_ms:.0f} ms]"
-    )
-    if result.output:
-        seconds = result.answer_audio.size / result.sample_rate
-        print(f"wrote {seconds:.1f} s of speech to {result.output}")
+        return _startup_failure(error)
+    report = TurnReport(args.json, settings.show_thinking, output)
+    session.subscribe(report)
+    try:
+        asyncio.run(answer_recording(session, samples))
+    finally:
+        session.close()
+    if report.turns == 0:
+        return 1
+    if output is not None and not args.json:
+        print(f"wrote the spoken answers to {output}")
     return 0
 
 
 def add_converse_command(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "converse",
-        help="one voice turn from a WAV file: hear the question, answer it, speak the answer",
-        description="Run one whole voice turn on a recorded question: voice activity, "
-        "Whisper, the diffusion engine and Piper. Prints the transcript, the answer and the "
-        "time each stage took; --output writes the spoken answer.",
+        help="the turns of a recording: hear each question, answer it, speak the answer",
+        description="Run the conversation on a recorded WAV file: every utterance in it "
+        "(each up to 30 s) is a turn, heard by Whisper, answered by the diffusion engine "
+        "with the turns before it in memory, and spoken by Piper. Prints each turn's "
+        "transcript, answer and stage times; --output writes the spoken answers.",
     )
-    parser.add_argument("--input", required=True, help="the question, a WAV file")
-    parser.add_argument("--output", help="write the spoken answer to this WAV file")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    add_model_options(parser)
+    parser.add_argument("--input", required=True, help="the recording, a WAV file")
+    parser.add_argument("--output", help="write the spoken answers to this WAV file")
+    parser.add_argument(
+        "--json", action="store_true", help="print each turn as one line of JSON"
+    )
+    add_setting_flags(parser)
     parser.set_defaults(func=cmd_converse)

@@ -1,0 +1,76 @@
+"""Command-line flags for the settings, written once and shared by every command.
+
+A flag's default is ``argparse.SUPPRESS``: a flag that was not given leaves no value
+behind, so a subcommand never overwrites a flag given before it
+(``quicksilver --steps 8 ask …``) and the layered settings keep what the config file
+or the environment said. Defaults are the settings' own, shown by ``quicksilver config``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from typing import Any
+
+from quicksilver.assistant.config import NAMES, Settings, load_settings
+
+# setting name -> (flag, argparse options); the help says the default where it is fixed
+FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
+    "model": ("--model", {
+        "metavar": "NAME",
+        "help": "reasoning model: a checkpoint folder, a registered name (llada-8b-instruct) "
+        "or a Hugging Face id of a LLaDA or Qwen-layout diffusion model (downloaded once); "
+        "default: the model shipped with Quicksilver",
+    }),
+    "steps": ("--steps", {
+        "type": int, "metavar": "N",
+        "help": "denoising steps per answer (default: the model's own, 16 for the shipped one)",
+    }),
+    "device": ("--device", {"help": "where the model runs: cpu, cuda or auto (default)"}),
+    "show_thinking": ("--show-thinking", {
+        "action": "store_true", "help": "also print the model's hidden reasoning",
+    }),
+    "whisper_model": ("--whisper-model", {
+        "metavar": "NAME",
+        "help": "speech recognition: a faster-whisper model name (e.g. base.en, downloaded "
+        f"once) or folder (default: the bundled {Settings.whisper_model})",
+    }),
+    "voice": ("--voice", {
+        "metavar": "NAME",
+        "help": f"Piper voice name or .onnx path (default: the bundled {Settings.voice})",
+    }),
+    "input_device": ("--input-device", {
+        "metavar": "DEVICE", "help": "microphone: index or part of its name",
+    }),
+    "output_device": ("--output-device", {
+        "metavar": "DEVICE", "help": "speaker: index or part of its name",
+    }),
+    "hangover_ms": ("--hangover-ms", {
+        "type": int, "metavar": "MS",
+        "help": f"silence that ends your question, in ms (default {Settings.hangover_ms})",
+    }),
+    "speculative_ms": ("--speculative-ms", {
+        "type": int, "metavar": "MS",
+        "help": "silence after which the answer is started early, in ms; 0 turns it off "
+        f"(default {Settings.speculative_ms})",
+    }),
+    "headset": ("--headset", {
+        "action": "store_true",
+        "help": "you wear headphones: keep listening while the assistant speaks, so you can "
+        "interrupt it (with loudspeakers the microphone is muted then, so it never answers "
+        "itself)",
+    }),
+}  # fmt: skip
+ENGINE = ("model", "steps", "device", "show_thinking")
+
+
+def add_setting_flags(group: argparse._ActionsContainer, names: Iterable[str] = FLAGS) -> None:
+    """Add the flags of ``names`` (setting names) to ``group``."""
+    for name in names:
+        flag, options = FLAGS[name]
+        group.add_argument(flag, dest=name, default=argparse.SUPPRESS, **options)
+
+
+def settings_from(args: argparse.Namespace) -> tuple[Settings, dict[str, str]]:
+    """Defaults, then config.toml, then QUICKSILVER_* variables, then the flags given."""
+    return load_settings({name: getattr(args, name) for name in NAMES if hasattr(args, name)})
