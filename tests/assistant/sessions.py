@@ -26,6 +26,7 @@ from quicksilver.assistant.config import Settings
 from quicksilver.assistant.events import Event
 from quicksilver.assistant.factory import Wiring, build_session
 from quicksilver.assistant.session import Session
+from quicksilver.assistant.transcript import TranscriptLog, TurnRecord
 from quicksilver.audio.devices import AudioDeviceError
 from quicksilver.audio.vad import FRAME_SAMPLES, SAMPLE_RATE
 from quicksilver.models.reasoner_tiny.normalise import normalise_spoken
@@ -189,3 +190,12 @@ async def ask_all(session: Session, questions: list[str]) -> Recorder:
         await session.idle()
         await asyncio.sleep(0.05)  # the log writer's thread reports back on the loop
     return recorder
+
+
+async def logged(log: TranscriptLog, count: int, timeout: float = 10) -> list[TurnRecord]:
+    """The log's turns once it holds ``count`` (its writer thread may still be at it)."""
+    deadline = time.monotonic() + timeout
+    while len(records := log.read_recent(100)[0]) < count:
+        assert time.monotonic() < deadline, f"{log.path} holds {len(records)} of {count} turns"
+        await asyncio.sleep(0.05)
+    return records

@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 from quicksilver.assistant.config import NAMES, Settings, default_config_path, load_settings
+from quicksilver.audio.stt import DEFAULT_MODEL as DEFAULT_WHISPER_MODEL
+from quicksilver.audio.tts import DEFAULT_VOICE
+from quicksilver.audio.vad import VadConfig
 
 from .conftest import clean_env, quicksilver
 
@@ -23,7 +26,10 @@ def test_defaults_when_there_is_no_config_file(tmp_path):
     settings, sources = load_settings({}, env={"XDG_CONFIG_HOME": str(tmp_path)})
     assert settings == Settings()
     assert sources == dict.fromkeys(NAMES, "default")
-    assert settings.steps == 16 and settings.model == "bundled" and settings.headset is False
+    # steps unset: the model's own default; the audio defaults are the audio parts' own
+    assert settings.steps is None and settings.model == "bundled" and settings.headset is False
+    assert (settings.whisper_model, settings.voice) == (DEFAULT_WHISPER_MODEL, DEFAULT_VOICE)
+    assert settings.hangover_ms == VadConfig().hangover_ms
 
 
 def test_each_layer_overrides_the_one_before_and_says_so(tmp_path):
@@ -36,12 +42,12 @@ def test_each_layer_overrides_the_one_before_and_says_so(tmp_path):
         "QUICKSILVER_HEADSET": "no",
         "QUICKSILVER_VOICES": "/somewhere",  # audio's own variable, not a setting
     }
-    settings, sources = load_settings({"steps": 24, "model": None}, env=env)
+    settings, sources = load_settings({"steps": 24}, env=env)
     assert settings.steps == 24 and sources["steps"] == "command line"
     assert settings.headset is False and sources["headset"] == "environment QUICKSILVER_HEADSET"
     assert settings.voice == "en_GB-alan-low" and sources["voice"] == f"config file {path}"
     assert settings.hangover_ms == 700 and sources["hangover_ms"] == f"config file {path}"
-    assert settings.model == "bundled" and sources["model"] == "default"  # None: flag not given
+    assert settings.model == "bundled" and sources["model"] == "default"  # no flag given
 
 
 def test_config_file_location_follows_xdg_then_home(tmp_path):
@@ -123,20 +129,24 @@ def test_a_config_file_that_is_not_text_or_not_a_file(tmp_path):
     ("variable", "value", "wanted"),
     [
         ("QUICKSILVER_STEPS", "abc", "environment QUICKSILVER_STEPS: steps must be a whole number"),
-        ("QUICKSILVER_STEPS", "", "steps must be a whole number of at least 1, got ''"),
+        ("QUICKSILVER_HEADSET", "", "headset must be true or false"),
         ("QUICKSILVER_HANGOVER_MS", "-5", "hangover_ms must be a whole number of at least 0"),
         ("QUICKSILVER_HEADSET", "maybe", "headset must be true or false (also yes/no"),
         ("QUICKSILVER_LOG_PATH", "  ", None),  # blank for an optional setting: the default
+        ("QUICKSILVER_STEPS", "", None),
+        ("QUICKSILVER_STPES", "8", "unknown setting 'stpes'; did you mean 'steps'?"),
     ],
 )
 def test_a_bad_environment_variable_is_named(tmp_path, variable, value, wanted):
     env = {"XDG_CONFIG_HOME": str(tmp_path), variable: value}
     if wanted is None:
-        assert load_settings({}, env=env)[0].log_path is None
+        settings, sources = load_settings({}, env=env)
+        assert settings == Settings() and sources[variable[12:].lower()].startswith("environ")
         return
     with pytest.raises(ValueError) as error:
         load_settings({}, env=env)
-    assert wanted in str(error.value) and repr(value) in str(error.value)
+    message = str(error.value)
+    assert wanted in message and message.startswith(f"environment {variable}: ")
 
 
 def test_bad_command_line_values_and_names(tmp_path):
@@ -147,6 +157,13 @@ def test_bad_command_line_values_and_names(tmp_path):
         load_settings({"hangover": 300}, env=env)
     with pytest.raises(ValueError, match="command line: headset must be true or false"):
         load_settings({"headset": 1}, env=env)
+    with pytest.raises(ValueError, match="command line: model must be text"):
+        load_settings({"model": None}, env=env)  # a value, not "unset": leave it out
+
+
+def test_the_audio_s_own_variable_is_not_a_misspelt_setting(tmp_path):
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "QUICKSILVER_VOICES": str(tmp_path)}
+    assert load_settings({}, env=env)[0] == Settings()
 
 
 def test_quicksilver_config_prints_every_setting_and_its_source(tmp_path):
@@ -176,3 +193,32 @@ def test_quicksilver_config_reports_a_bad_file_in_one_line(tmp_path):
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith(f"quicksilver config: config file {path} is not valid TOML")
     assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("how", "args", "env_extra", "config"),
+    [
+        ("environment", ["ask", "--json"], {"QUICKSILVER_STEPS": "8"}, ""),
+        ("top-level flag", ["--steps", "8", "ask", "--json"], {}, ""),
+        ("subcommand flag", ["ask", "--json", "--steps", "8"], {"QUICKSILVER_STEPS": "4"}, ""),
+        ("config file", ["ask", "--json"], {}, "steps = 8\n"),
+    ],
+)
+def test_every_layer_reaches_ask(tmp_path, how, args, env_extra, config):
+    if config:
+        write_config(tmp_path, config)
+    env = clean_env(XDG_CONFIG_HOME=str(tmp_path), **env_extra)
+    result = quicksilver(*args, "what is 6 times 7", env=env)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["steps"] == report["forward_passes"] == 8, how
+
+
+def test_ask_and_eval_refuse_bad_settings_before_loading_a_model(tmp_path):
+    env = clean_env(XDG_CONFIG_HOME=str(tmp_path), QUICKSILVER_STEPS="banana")
+    for args in (["ask", "hi"], ["eval", "--per-skill", "1"]):
+        result = quicksilver(*args, env=env)
+        assert result.returncode == 2 and "QUICKSILVER_STEPS" in result.stderr, args
+    missing = tmp_path / "no-model-here"
+    result = quicksilver("ask", "   ", "--model", str(missing), env=clean_env())
+    assert result.returncode == 2 and "the question is empty" in result.stderr

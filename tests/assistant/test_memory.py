@@ -1,23 +1,22 @@
-"""Memory: the date first, as many recent turns as the token budget allows, the question."""
+"""Memory: the date first (for a model that reads one), as many recent turns as the whole
+prompt's token budget allows, the question."""
 
 from __future__ import annotations
 
-from datetime import date, datetime
-
-from quicksilver.assistant.memory import Memory, today_context
+from quicksilver.assistant.memory import Memory
 from quicksilver.assistant.transcript import TurnRecord
-from quicksilver.engine import Tokenizer
+from quicksilver.engine import Engine, ModelConfig
 
-SUNDAY = datetime(2026, 11, 29, 14, 3)
 DATE = "Today is Sunday, November 29, 2026."  # 6 words
 
 
-def words(text: str) -> int:
-    return len(text.split())
+def words(messages: list[dict[str, str]]) -> int:
+    """A prompt's size in words, one more per message for its markup."""
+    return sum(len(m["content"].split()) + 1 for m in messages)
 
 
 def turn(n: int, user: str | None = None, answer: str | None = None, **fields) -> TurnRecord:
-    """A turn whose user text and answer are two words each."""
+    """A turn whose user text and answer are two words each (three with markup)."""
     return TurnRecord(n, user or f"question {n}", answer=answer or f"answer {n}", **fields)
 
 
@@ -25,29 +24,21 @@ def contents(messages: list[dict[str, str]]) -> list[str]:
     return [m["content"] for m in messages]
 
 
-def test_the_date_sentence_is_the_one_the_model_was_trained_on():
-    assert today_context(date(2026, 11, 29)) == DATE
-    assert today_context(SUNDAY) == DATE
-    assert today_context(date(2027, 2, 1)) == "Today is Monday, February 1, 2027."
-    from quicksilver.ui import cli
-
-    assert cli.today_context is today_context  # the ask command tells the model the same
-
-
 def test_a_first_question_gets_the_date_and_the_question():
-    messages = Memory(words).messages("what day is it", SUNDAY)
-    assert messages == [
+    assert Memory(words).messages("what day is it", DATE) == [
         {"role": "system", "content": DATE},
         {"role": "user", "content": "what day is it"},
     ]
+    # a model that reads no date gets none
+    assert Memory(words).messages("hi", None) == [{"role": "user", "content": "hi"}]
 
 
 def test_the_oldest_turns_are_dropped_first_to_fit_the_budget():
-    fixed = words(DATE) + words("and now what")  # 6 + 3, always sent
-    memory = Memory(words, context_tokens=fixed + 2 * 4)  # room for two 4-word turns
+    fixed = 7 + 4  # the date and "and now what", with their markup: always sent
+    memory = Memory(words, context_tokens=fixed + 2 * 6)  # room for two turns of 6
     for n in range(1, 6):
         memory.add(turn(n))
-    messages = memory.messages("and now what", SUNDAY)
+    messages = memory.messages("and now what", DATE)
     assert [m["role"] for m in messages] == [
         "system",
         "user",
@@ -64,37 +55,46 @@ def test_the_oldest_turns_are_dropped_first_to_fit_the_budget():
         "answer 5",
         "and now what",
     ]
+    assert words(messages) == memory.budget
 
-    memory.context_tokens = fixed + 2 * 4 - 1  # one token short of the second turn
-    assert contents(memory.messages("and now what", SUNDAY))[1:3] == ["question 5", "answer 5"]
+    memory.resize(fixed + 2 * 6 - 1, max_turns=8)  # one token short of the second turn
+    assert contents(memory.messages("and now what", DATE))[1:3] == ["question 5", "answer 5"]
+
+
+def test_the_model_s_room_caps_the_budget():
+    memory = Memory(words, context_tokens=1000, room=7 + 2 + 6)
+    for n in range(1, 4):
+        memory.add(turn(n))
+    assert memory.budget == 15
+    assert contents(memory.messages("q", DATE)) == [DATE, "question 3", "answer 3", "q"]
 
 
 def test_a_turn_that_does_not_fit_hides_the_older_ones_too():
-    memory = Memory(words, context_tokens=6 + 1 + 4 + 4)
+    memory = Memory(words, context_tokens=7 + 2 + 6 + 6)
     memory.add(turn(1))
     memory.add(turn(2, answer="a long answer of many words that do not fit"))
     memory.add(turn(3))
     # turn 1 would fit after turn 3, but a conversation with a hole in it misleads the model
-    assert contents(memory.messages("why", SUNDAY)) == [DATE, "question 3", "answer 3", "why"]
+    assert contents(memory.messages("why", DATE)) == [DATE, "question 3", "answer 3", "why"]
 
 
 def test_the_date_and_question_are_sent_even_over_budget():
     memory = Memory(words, context_tokens=1)
     memory.add(turn(1))
     question = "a question far longer than the whole budget"
-    assert contents(memory.messages(question, SUNDAY)) == [DATE, question]
+    assert contents(memory.messages(question, DATE)) == [DATE, question]
 
 
 def test_at_most_max_turns_are_kept():
     memory = Memory(words, context_tokens=10_000, max_turns=2)
     for n in range(1, 5):
         memory.add(turn(n))
-    assert contents(memory.messages("q", SUNDAY))[1::2] == ["question 3", "question 4", "q"]
+    assert contents(memory.messages("q", DATE))[1::2] == ["question 3", "question 4", "q"]
+    memory.resize(10_000, max_turns=1)  # the newest are kept
+    assert contents(memory.messages("q", DATE))[1::2] == ["question 4", "q"]
     forgetful = Memory(words, max_turns=0)
     forgetful.add(turn(1))
-    assert len(forgetful.messages("q", SUNDAY)) == 2
-    memory.clear()
-    assert len(memory.messages("q", SUNDAY)) == 2
+    assert len(forgetful.messages("q", DATE)) == 2
 
 
 def test_an_interrupted_turn_is_remembered_only_as_far_as_it_was_spoken():
@@ -102,7 +102,7 @@ def test_an_interrupted_turn_is_remembered_only_as_far_as_it_was_spoken():
     memory.add(turn(1, answer="one two three four five", spoken="one two", interrupted=True))
     memory.add(turn(2, answer="nothing heard", spoken="", interrupted=True))  # not remembered
     memory.add(turn(3, answer="all of it", spoken=""))  # finished: the whole answer was said
-    assert contents(memory.messages("go on", SUNDAY)) == [
+    assert contents(memory.messages("go on", DATE)) == [
         DATE,
         "question 1",
         "one two",
@@ -112,13 +112,20 @@ def test_an_interrupted_turn_is_remembered_only_as_far_as_it_was_spoken():
     ]
 
 
-def test_the_conversation_is_one_the_engine_tokenizer_accepts():
-    tokenizer = Tokenizer.byte_level()
-    memory = Memory(lambda text: len(tokenizer.encode(text)), context_tokens=120)
+def test_the_budget_is_counted_as_the_engine_counts_its_prompt():
+    engine = Engine.random(ModelConfig(d_model=32, n_layers=1, n_heads=2, max_seq_len=512))
+    memory = Memory(engine.count_prompt_tokens, context_tokens=120)
     for n in range(1, 10):
         memory.add(turn(n, answer=f"{n} times 3 is {n * 3}."))
-    messages = memory.messages("and 10 times 3", SUNDAY)
+    messages = memory.messages("and 10 times 3", DATE)
     history = messages[1:-1]
     assert 0 < len(history) < 18 and history[-1]["content"] == "9 times 3 is 27."
-    assert sum(len(tokenizer.encode(m["content"])) for m in messages) <= 120
-    assert tokenizer.prompt_ids(messages)  # roles and order are a valid engine conversation
+    assert len(engine.tokenizer.prompt_ids(messages)) <= 120
+    older = memory.exchanges[-len(history) // 2 - 1]  # the newest turn left out
+    one_more = [
+        messages[0],
+        {"role": "user", "content": older.user},
+        {"role": "assistant", "content": older.assistant},
+        *messages[1:],
+    ]
+    assert engine.count_prompt_tokens(one_more) > 120

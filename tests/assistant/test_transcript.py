@@ -85,7 +85,7 @@ def test_a_log_that_cannot_be_read_is_a_clear_error(tmp_path):
         TranscriptLog(tmp_path).read_recent(3)
 
 
-def test_a_write_into_a_place_that_cannot_hold_it_warns_instead_of_raising(tmp_path, caplog):
+def test_a_write_into_a_place_that_cannot_hold_it_returns_why_instead_of_raising(tmp_path, caplog):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a regular file where the log's folder should be")
     log = TranscriptLog(blocker / "quicksilver" / "history.jsonl")
@@ -93,7 +93,7 @@ def test_a_write_into_a_place_that_cannot_hold_it_warns_instead_of_raising(tmp_p
     assert failure is not None
     assert str(log.path) in failure.message and "turn 1" in failure.message
     assert "log_path" in failure.hint and "conversation goes on" in failure.hint
-    assert failure.message in caplog.text
+    assert caplog.text == ""  # said once, by whoever reads the failure (an Error event)
     assert TranscriptLog("/proc/quicksilver-history.jsonl").append(record(2)) is not None
 
 
