@@ -79,9 +79,9 @@ def build_session(
     wiring = wiring or Wiring()
     if microphone is not None:
         wiring = dataclasses.replace(wiring, microphone=True)
-    kind = "given" if output is not None else _check_output(settings, wiring, notify)
     if wiring.microphone and microphone is None:
         _device(settings.input_device, "input")
+    kind = "given" if output is not None else _check_output(settings, wiring, notify)
     engine = engine or load_engine(settings.model, settings.device)
     if not (wiring.microphone or wiring.speech):
         transcriber = None
