@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -167,6 +168,14 @@ class Engine:
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    # ------------------------------------------------------------------ prompts
+
+    def date_context(self, today: datetime.date) -> str | None:
+        """The sentence that tells this model today's date, worded as its training did
+        (for a system message); None for a model not trained to be told the date."""
+        preparation = self.tokenizer.preparation
+        return preparation.date_context(today) if preparation is not None else None
 
     # ------------------------------------------------------------------ answering
 

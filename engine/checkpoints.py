@@ -64,13 +64,40 @@ class CheckpointConfig:
             return cls(
                 model=ModelConfig.from_dict(data["model"]),
                 special_tokens=_build(SpecialTokens, data.get("special_tokens", {}), source),
-                chat_template=_build(ChatTemplate, data.get("chat_template", {}), source),
+                chat_template=_build(ChatTemplate, _named_preparation(data, source), source),
                 sampler=_build(SamplerConfig, data.get("sampler", {}), source),
             )
         except KeyError as missing:
             raise ValueError(
                 f"{source} lacks the setting {missing}; re-save the checkpoint"
             ) from None
+
+
+# config.json files written before preparations were named carry reasoner-tiny's two
+# switches instead; each combination its builds used maps to the preparation it meant.
+LEGACY_PREPARATIONS = {
+    (False, False): None,
+    (True, False): "reasoner-tiny-before-slots",
+    (True, True): "reasoner-tiny",
+}
+
+
+def _named_preparation(data: dict, source: Path) -> dict:
+    """``data["chat_template"]``, its legacy switches (if any) turned into a preparation name."""
+    template = dict(data.get("chat_template", {}))
+    if not {"normalise_user_text", "operand_slots"} & set(template):
+        return template
+    switches = (
+        bool(template.pop("normalise_user_text", False)),
+        bool(template.pop("operand_slots", False)),
+    )
+    if switches not in LEGACY_PREPARATIONS:
+        raise ValueError(
+            f"{source}: operand_slots without normalise_user_text is no prompt preparation "
+            "a model was trained with; name one under chat_template.preparation"
+        )
+    template.setdefault("preparation", LEGACY_PREPARATIONS[switches])
+    return template
 
 
 def _build(cls, data: dict, source: Path):

@@ -21,8 +21,7 @@ from pathlib import Path
 import tokenizers
 from tokenizers import Regex, decoders, models, pre_tokenizers
 
-from .normalise import normalise_spoken
-from .slots import operand_slots
+from .preparation import PromptPreparation, load_preparation
 
 Message = dict[str, str]
 Conversation = str | Sequence[Message]
@@ -48,7 +47,8 @@ class ChatTemplate:
     """How messages become a prompt. ``{content}`` marks where each message's text goes.
 
     Earlier assistant turns are rendered with their spoken text only; their reasoning
-    is not carried into the next prompt.
+    is not carried into the next prompt. ``preparation`` names the model's own prompt
+    preparation (see :mod:`engine.preparation`), applied to the messages first.
     """
 
     bos: str = ""
@@ -56,8 +56,7 @@ class ChatTemplate:
     user: str = "<|user|>{content}<|end|>"
     assistant: str = "<|assistant|>{content}<|end|>"
     generation_prompt: str = "<|assistant|><|think|>"
-    normalise_user_text: bool = False  # spoken questions in canonical form (engine.normalise)
-    operand_slots: bool = False  # the question's numbers and words in fixed fields (engine.slots)
+    preparation: str | None = None
 
 
 def byte_level_tokenizer(
@@ -186,6 +185,8 @@ class Tokenizer:
         self.vocab_size = hf.get_vocab_size(with_added_tokens=True)
         think = self.specials.think
         self.starts_in_reasoning = bool(think) and self.template.generation_prompt.endswith(think)
+        name = self.template.preparation
+        self.preparation: PromptPreparation | None = load_preparation(name) if name else None
         self._spelled: dict[str, bool] = {}
 
     @classmethod
@@ -250,16 +251,14 @@ class Tokenizer:
     # ------------------------------------------------------------------ chat
 
     def prompt_ids(self, conversation: Conversation) -> list[int]:
-        """The prompt for a question or a list of ``{"role", "content"}`` messages."""
+        """The prompt for a question or a list of ``{"role", "content"}`` messages, after
+        the model's own preparation."""
         messages = normalise_conversation(conversation)
+        if self.preparation is not None:
+            messages = self.preparation.prepare(messages, self)
         ids = self._encode_markup(self.template.bos)
-        for i, message in enumerate(messages):
-            content = message["content"]
-            if message["role"] == "user" and self.template.normalise_user_text:
-                content = normalise_spoken(content)
-            if i == len(messages) - 1 and self.template.operand_slots:
-                content = f"{content} {operand_slots(content, self.spells_out)}"
-            ids += self._render(getattr(self.template, message["role"]), content)
+        for message in messages:
+            ids += self._render(getattr(self.template, message["role"]), message["content"])
         return ids + self._encode_markup(self.template.generation_prompt)
 
     def spells_out(self, word: str) -> bool:

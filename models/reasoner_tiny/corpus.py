@@ -4,7 +4,7 @@ Every reasoning format is built so that each token depends on a few tokens befor
 numbers are worked one column at a time from the ones digit with the carry or borrow
 written out (``7+5+0=12`` means digit 2, carry 1), words are spelled letter by letter,
 dates move one unit at a time. Number formats start from the operands as the prompt's
-slots show them (``017+255``, engine.slots) and keep a fixed width, so every digit has
+slots show them (``017+255``, ``slots.py``) and keep a fixed width, so every digit has
 one place per skill. Answers are plain sentences Piper reads well.
 
 Held-out items never reach training: a number pair, word or date belongs to the
@@ -26,8 +26,9 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from quicksilver.engine.normalise import normalise_spoken
-from quicksilver.engine.slots import INTEGER_WIDTH, numbers_in, padded
+from .normalise import normalise_spoken
+from .prompt import DAYS, MONTHS, date_context, spoken_date
+from .slots import INTEGER_WIDTH, numbers_in, padded
 
 HELD_OUT_SHARE = 8  # one item in 8 is kept for evaluation
 
@@ -115,7 +116,7 @@ def _digits(n: int, width: int) -> list[int]:
 
 
 # Every arithmetic format has a fixed width, counted from the operand slots' three digits
-# (engine.slots), so each canvas position keeps one role whatever the operands' lengths.
+# (slots.py), so each canvas position keeps one role whatever the operands' lengths.
 WIDTH = INTEGER_WIDTH
 
 
@@ -388,17 +389,6 @@ def conversion(rng: random.Random, held_out: bool) -> Item:
 
 
 # --------------------------------------------------------------------------- calendar
-
-DAYS = list(calendar.day_name)  # Monday first
-MONTHS = list(calendar.month_name)[1:]
-
-
-def spoken_date(day: dt.date) -> str:
-    return f"{DAYS[day.weekday()]}, {MONTHS[day.month - 1]} {day.day}, {day.year}"
-
-
-def date_context(today: dt.date) -> str:
-    return f"Today is {spoken_date(today)}."
 
 
 def step_days(today: dt.date, n: int) -> str:

@@ -37,13 +37,13 @@ CHUNK = 10_000  # examples per encoding task
 
 def build_engine(seed: int, tokenizer: Tokenizer | None = None, **shape) -> Engine:
     """A fresh, untrained reasoner-tiny: the corpus's words as whole tokens, everything
-    else one byte per token, and spoken-question normalisation.
+    else one byte per token, and its prompt preparation (``prompt.py``).
 
     ``tokenizer`` replaces that tokenizer (a run's own, see ``start_from``); ``shape``
     overrides the shipped model's shape (smaller models for quick checks).
     """
     if tokenizer is None:
-        template = ChatTemplate(normalise_user_text=True, operand_slots=True)
+        template = ChatTemplate(preparation="reasoner-tiny")
         tokenizer = Tokenizer.word_level(vocabulary(), template=template)
     config = ModelConfig(vocab_size=tokenizer.vocab_size, **(SHAPE | shape))
     return Engine.random(config, seed=seed, device="auto", tokenizer=tokenizer)

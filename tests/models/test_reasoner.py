@@ -11,7 +11,6 @@ from collections import Counter
 import pytest
 import torch
 from quicksilver.engine import Engine, Tokenizer
-from quicksilver.engine.normalise import normalise_spoken
 from quicksilver.engine.train import EncodedData, TrainConfig, train
 from quicksilver.models.reasoner_tiny import corpus
 from quicksilver.models.reasoner_tiny.corpus import (
@@ -31,6 +30,7 @@ from quicksilver.models.reasoner_tiny.corpus import (
     words_in,
 )
 from quicksilver.models.reasoner_tiny.evaluate import evaluate
+from quicksilver.models.reasoner_tiny.normalise import normalise_spoken
 from quicksilver.models.reasoner_tiny.train import (
     CANVAS,
     build_engine,
@@ -249,7 +249,7 @@ def test_words_to_spell_are_never_whole_tokens():
 def test_number_reasoning_starts_from_the_operand_slots():
     """Each number skill's reasoning opens with its operands exactly as the prompt's
     fixed-width slots show them, so the first thing the model writes is a copy by
-    position (engine.slots); the answer never shows the padding."""
+    position (slots.py); the answer never shows the padding."""
     tokenizer = build_engine(seed=0, d_model=32, n_layers=1, n_heads=2).tokenizer
     number_skills = ["addition", "subtraction", "multiplication", "division", "comparison"]
     items = training_items(1500, seed=5, skills=[*number_skills, "ordering", "conversion"])

@@ -3,8 +3,8 @@
 A small diffusion model copies digits and letters from the question into its reasoning
 far more easily when they sit at a fixed distance from the reply canvas than when they
 float wherever the phrasing puts them ("add 2 to 94", "what do you get if you take 17
-from 255"). A chat template with ``operand_slots`` appends, to the question it answers,
-a block of fixed-width fields::
+from 255"). Reasoner-tiny's prompt preparation (``prompt.py``) appends, to the question
+it answers, a block of fixed-width fields::
 
     what is 17 plus 255 | 017 255 ___ ___ | ____________ ____________
 

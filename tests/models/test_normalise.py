@@ -1,10 +1,10 @@
-"""Spoken questions reach the model in one canonical form."""
+"""Spoken questions reach reasoner-tiny in one canonical form."""
 
 from __future__ import annotations
 
 import pytest
 from quicksilver.engine import ChatTemplate, Tokenizer
-from quicksilver.engine.normalise import normalise_spoken
+from quicksilver.models.reasoner_tiny.normalise import normalise_spoken
 
 
 @pytest.mark.parametrize(
@@ -39,11 +39,11 @@ def test_transcripts_become_canonical(heard, canonical):
     assert normalise_spoken(heard) == canonical
 
 
-def test_only_templates_that_ask_for_it_normalise_user_text():
+def test_only_templates_that_name_the_preparation_normalise_user_text():
     question = "What's seventeen times three?"
     plain, spoken = (
         Tokenizer.byte_level(),
-        Tokenizer.byte_level(template=ChatTemplate(normalise_user_text=True)),
+        Tokenizer.byte_level(template=ChatTemplate(preparation="reasoner-tiny-before-slots")),
     )
     system = {"role": "system", "content": "Today is Sunday, November 29, 2026."}
     messages = [system, {"role": "user", "content": question}]

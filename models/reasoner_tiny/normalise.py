@@ -2,9 +2,9 @@
 
 Speech-to-text writes the same question many ways: "What's seventeen times three?",
 "what is 17 x 3", "um, 17 times three". A small model learns far more from one form,
-so checkpoints whose chat template asks for it see user text lower-cased, without
-fillers or stray punctuation, with number words as digits ("three hundred and five"
-→ 305, "nine point one one" → 9.11, "21st" → 21) and arithmetic symbols as words.
+so reasoner-tiny's prompt preparation (``prompt.py``) gives it user text lower-cased,
+without fillers or stray punctuation, with number words as digits ("three hundred and
+five" → 305, "nine point one one" → 9.11, "21st" → 21) and arithmetic symbols as words.
 Training data goes through the same function, so both sides agree.
 """
 

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from quicksilver.engine import ChatTemplate, Tokenizer
-from quicksilver.engine.checkpoints import CheckpointConfig
-from quicksilver.engine.model import ModelConfig
-from quicksilver.engine.normalise import normalise_spoken
-from quicksilver.engine.slots import operand_slots, padded
+from quicksilver.models.reasoner_tiny.normalise import normalise_spoken
+from quicksilver.models.reasoner_tiny.slots import operand_slots, padded
 
 WORDS = ["what", " is", " plus", " do", " you", " get", " if", " take", " from", " spell", " to"]
 
 
 @pytest.fixture(scope="module")
 def tok() -> Tokenizer:
-    template = ChatTemplate(normalise_user_text=True, operand_slots=True)
+    template = ChatTemplate(preparation="reasoner-tiny")
     return Tokenizer.word_level(WORDS, template=template)
 
 
@@ -72,13 +68,3 @@ def test_only_the_question_being_answered_gets_slots(tok):
     assert prompt.count("|") - prompt.count("<|") * 2 == 2  # one block, two separators
     assert "what is 5 plus 6<|end|>" in prompt
     assert "spell theater | ___ ___ ___ ___ | theater_____ ____________<|end|>" in prompt
-
-
-def test_the_setting_survives_config_json_and_old_configs_read_as_off(tmp_path):
-    config = CheckpointConfig(ModelConfig(vocab_size=300), chat_template=ChatTemplate())
-    data = config.to_dict()
-    data["chat_template"]["operand_slots"] = True
-    loaded = CheckpointConfig.from_dict(json.loads(json.dumps(data)), tmp_path)
-    assert loaded.chat_template.operand_slots
-    del data["chat_template"]["operand_slots"]
-    assert not CheckpointConfig.from_dict(data, tmp_path).chat_template.operand_slots

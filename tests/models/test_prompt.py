@@ -1,0 +1,69 @@
+"""Reasoner-tiny's prompt preparation: the prompts and the date sentence it was trained on."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from quicksilver.engine import Engine
+from quicksilver.engine.checkpoints import load_checkpoint
+from quicksilver.models import bundled
+from quicksilver.models.reasoner_tiny import corpus
+from quicksilver.models.reasoner_tiny.prompt import BEFORE_SLOTS, REASONER_TINY, date_context
+
+# Prompt ids the shipped model saw before its preparation moved out of the engine
+# (engine.normalise and engine.slots behind two chat-template switches), recorded then.
+RECORDED = json.loads((Path(__file__).parent / "reasoner_tiny_prompts.json").read_text())
+WEDNESDAY = datetime.date(2026, 12, 2)
+
+
+@pytest.fixture(scope="module")
+def shipped() -> Engine:
+    return Engine.load("bundled", device="cpu")
+
+
+def test_the_shipped_model_sees_the_prompts_it_was_trained_on(shipped):
+    assert shipped.tokenizer.preparation is REASONER_TINY
+    for case in RECORDED:
+        assert shipped.tokenizer.prompt_ids(case["conversation"]) == case["prompt_ids"], case
+
+
+def test_the_date_sentence_is_the_corpus_one(shipped):
+    assert shipped.date_context(WEDNESDAY) == "Today is Wednesday, December 2, 2026."
+    assert date_context(WEDNESDAY) == "Today is Wednesday, December 2, 2026."
+    rng = random.Random(3)
+    contexts = {corpus.calendar_item(rng, held_out=False).context for _ in range(50)}
+    assert all(c.startswith("Today is ") and c.endswith(".") for c in contexts)
+    for context in contexts:  # every training date reads back as date_context writes it
+        day = datetime.datetime.strptime(context, "Today is %A, %B %d, %Y.").date()
+        assert date_context(day) == context
+
+
+@pytest.mark.parametrize(
+    ("switches", "preparation"),
+    [
+        ({"normalise_user_text": True, "operand_slots": True}, REASONER_TINY),
+        ({"normalise_user_text": True}, BEFORE_SLOTS),
+    ],
+)
+def test_a_build_folder_written_before_preparations_had_names_keeps_its_prompts(
+    tmp_path, switches, preparation
+):
+    folder = tmp_path / "old-build"
+    shutil.copytree(bundled(), folder)
+    config = json.loads((folder / "config.json").read_text())
+    del config["chat_template"]["preparation"]
+    config["chat_template"].update(switches)
+    (folder / "config.json").write_text(json.dumps(config))
+    _, _, tokenizer = load_checkpoint(folder)
+    assert tokenizer.preparation is preparation
+    question = RECORDED[0]["conversation"]
+    ids = tokenizer.prompt_ids(question)
+    if preparation is REASONER_TINY:
+        assert ids == RECORDED[0]["prompt_ids"]
+    else:  # normalised, without the slot block
+        assert tokenizer.decode(ids) == "what is 17 times 3"
