@@ -177,6 +177,12 @@ class Engine:
         preparation = self.tokenizer.preparation
         return preparation.date_context(today) if preparation is not None else None
 
+    def count_prompt_tokens(self, conversation: Conversation) -> int:
+        """How many prompt tokens the model sees for ``conversation`` (a question or a
+        list of messages), after its own preparation: a budget callers can fill without
+        preparing the prompt themselves."""
+        return len(self.tokenizer.prompt_ids(conversation))
+
     # ------------------------------------------------------------------ answering
 
     def answer(self, conversation: Conversation, **options) -> Answer:

@@ -47,7 +47,7 @@ def registered(monkeypatch):
     )
 
 
-def test_a_named_preparation_shapes_the_prompt_and_date(registered, tmp_path):
+def test_a_named_preparation_shapes_the_prompt_date_and_count(registered, tmp_path):
     template = ChatTemplate(preparation="shouting")
     engine = Engine.random(tiny_config(), tokenizer=Tokenizer.byte_level(template=template))
     conversation = [
@@ -57,6 +57,9 @@ def test_a_named_preparation_shapes_the_prompt_and_date(registered, tmp_path):
     rendered = engine.tokenizer.hf.decode(engine.tokenizer.prompt_ids(conversation))
     assert "WHAT IS TWO PLUS TWO" in rendered and "be brief" in rendered
     assert conversation[1]["content"] == "what is two plus two"  # the caller's list untouched
+    assert engine.count_prompt_tokens(conversation) == len(
+        engine.tokenizer.prompt_ids(conversation)
+    )
     assert engine.date_context(datetime.date(2026, 12, 2)) == "DAY 2026-12-02"
 
     engine.save(tmp_path / "ckpt")
@@ -73,6 +76,8 @@ def test_without_a_preparation_the_text_is_as_given_and_no_date_is_told():
     assert engine.date_context(datetime.date(2026, 12, 2)) is None
     question = "What's Seventeen times 3?"
     assert question in engine.tokenizer.hf.decode(engine.tokenizer.prompt_ids(question))
+    markup = len(engine.tokenizer.prompt_ids("x")) - 1
+    assert engine.count_prompt_tokens(question) == markup + len(question.encode())
 
 
 def test_an_unknown_preparation_says_what_to_install(registered, tmp_path):

@@ -13,7 +13,9 @@ from quicksilver.engine import Engine
 from quicksilver.engine.checkpoints import load_checkpoint
 from quicksilver.models import bundled
 from quicksilver.models.reasoner_tiny import corpus
+from quicksilver.models.reasoner_tiny.normalise import normalise_spoken
 from quicksilver.models.reasoner_tiny.prompt import BEFORE_SLOTS, REASONER_TINY, date_context
+from quicksilver.models.reasoner_tiny.slots import operand_slots
 
 # Prompt ids the shipped model saw before its preparation moved out of the engine
 # (engine.normalise and engine.slots behind two chat-template switches), recorded then.
@@ -30,6 +32,7 @@ def test_the_shipped_model_sees_the_prompts_it_was_trained_on(shipped):
     assert shipped.tokenizer.preparation is REASONER_TINY
     for case in RECORDED:
         assert shipped.tokenizer.prompt_ids(case["conversation"]) == case["prompt_ids"], case
+        assert shipped.count_prompt_tokens(case["conversation"]) == len(case["prompt_ids"])
 
 
 def test_the_date_sentence_is_the_corpus_one(shipped):
@@ -41,6 +44,17 @@ def test_the_date_sentence_is_the_corpus_one(shipped):
     for context in contexts:  # every training date reads back as date_context writes it
         day = datetime.datetime.strptime(context, "Today is %A, %B %d, %Y.").date()
         assert date_context(day) == context
+
+
+def test_counting_includes_normalisation_and_the_operand_slots(shipped):
+    """A caller's budget counts what the model sees, not the text it was given."""
+    question = "What's seventeen times three?"
+    normalised = normalise_spoken(question)
+    block = operand_slots(normalised, shipped.tokenizer.spells_out)
+    seen = shipped.tokenizer.encode(f"{normalised} {block}")
+    markup = ["<|user|>", "<|end|>", "<|assistant|>", "<|think|>"]
+    assert shipped.count_prompt_tokens(question) == len(seen) + len(markup)
+    assert len(seen) > 3 * len(shipped.tokenizer.encode(question)) / 2
 
 
 @pytest.mark.parametrize(
