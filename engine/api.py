@@ -14,7 +14,7 @@ import torch
 
 from .checkpoints import load_checkpoint, save_checkpoint
 from .model import ModelConfig, Transformer
-from .sampler import DenoiseState, SamplerConfig, denoise
+from .sampler import OPTIONAL_SETTINGS, DenoiseState, SamplerConfig, denoise
 from .tokenizer import Conversation, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -189,7 +189,7 @@ class Engine:
         """Answer a question (or a list of chat messages) in the configured steps.
 
         ``options`` override :class:`SamplerConfig` fields for this call, e.g.
-        ``steps=16, max_new_tokens=128, threshold=0.9``.
+        ``steps=16, max_new_tokens=128, threshold=0.9`` (see :meth:`sampler_config`).
         """
         *_, last = self._frames(*self._prepare(conversation, options), drafts=False)
         return last.answer
@@ -253,13 +253,24 @@ class Engine:
         )
 
     def sampler_config(self, **options) -> SamplerConfig:
-        """The engine's default sampler settings with ``options`` applied (None = default)."""
+        """The checkpoint's sampler settings with ``options`` applied as given.
+
+        An option left out keeps the checkpoint's default; one passed is used as it is, so
+        ``padding_threshold=None`` turns padding settling off even where the checkpoint
+        turns it on. A setting that cannot be off (``steps``, ``max_new_tokens``, …)
+        refuses None rather than reading it as "the default".
+        """
         unknown = sorted(set(options) - {f.name for f in dataclasses.fields(SamplerConfig)})
         if unknown:
             raise ValueError(f"unknown sampler options {unknown}; see engine.SamplerConfig")
-        return dataclasses.replace(
-            self.sampler, **{k: v for k, v in options.items() if v is not None}
-        )
+        required = [k for k, v in options.items() if v is None and k not in OPTIONAL_SETTINGS]
+        if required:
+            defaults = ", ".join(f"{k}={getattr(self.sampler, k)!r}" for k in required)
+            raise ValueError(
+                f"{' and '.join(required)} cannot be None; leave the option out to use the "
+                f"checkpoint's default ({defaults})"
+            )
+        return dataclasses.replace(self.sampler, **options)
 
     def _check_length(self, prompt_tokens: int, new_tokens: int) -> None:
         context = self.model.config.max_seq_len

@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args, get_type_hints
 
 import torch
 from torch import Tensor
@@ -133,6 +133,12 @@ class SamplerConfig:
             min(self.steps // n + (i < self.steps % n), end - start)
             for i, (start, end) in enumerate(self.blocks)
         ]
+
+
+# The settings that None switches off (block_length, threshold, …); the others need a value.
+OPTIONAL_SETTINGS = frozenset(
+    name for name, hint in get_type_hints(SamplerConfig).items() if type(None) in get_args(hint)
+)
 
 
 @dataclass

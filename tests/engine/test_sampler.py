@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from itertools import pairwise
 
 import pytest
 import torch
 from quicksilver.engine import Engine, SamplerConfig
-from quicksilver.engine.sampler import denoise
+from quicksilver.engine.sampler import OPTIONAL_SETTINGS, denoise
 from quicksilver.engine.tokenizer import MASK_GLYPH
 
 from .conftest import MEMORISED, MEMORISED_REPLY_TOKENS, tiny_config
@@ -340,6 +341,8 @@ def test_delayed_canvas_cache_keeps_the_prompt_that_sees_the_reply(engine, count
         ("hi", {"canvas_refresh": 4}, "canvas_refresh needs canvas_cache='delayed'"),
         ("hi", {"position_decay": float("nan")}, "position_decay must be a finite number"),
         ("hi", {"stepz": 4}, "unknown sampler options"),
+        ("hi", {"steps": None}, r"steps cannot be None; leave the option out .* \(steps=16\)"),
+        ("hi", {"max_new_tokens": None, "seed": None}, "max_new_tokens and seed cannot be None"),
     ],
 )
 def test_bad_input_is_a_clear_value_error(engine, conversation, options, message):
@@ -347,3 +350,33 @@ def test_bad_input_is_a_clear_value_error(engine, conversation, options, message
         engine.answer(conversation, **options)
     with pytest.raises(ValueError, match=message):
         engine.stream(conversation, **options)  # raises before the first frame
+
+
+def test_an_option_passed_is_applied_as_given_and_one_left_out_keeps_the_default():
+    """None is a value: it switches an optional setting off even where the checkpoint
+    turns it on; only an option left out means "the checkpoint's default"."""
+    checkpoint = SamplerConfig(
+        steps=12,
+        max_new_tokens=40,
+        block_length=8,
+        threshold=0.9,
+        padding_threshold=0.9,
+        canvas_cache="delayed",
+        canvas_refresh=4,
+    )
+    engine = Engine.random(tiny_config(), seed=0, sampler=checkpoint)
+    assert engine.sampler_config() == checkpoint
+    assert engine.sampler_config(steps=6) == dataclasses.replace(checkpoint, steps=6)
+    off = dict(block_length=None, threshold=None, padding_threshold=None, canvas_refresh=None)
+    assert engine.sampler_config(**off) == dataclasses.replace(checkpoint, **off)
+    assert set(off) == OPTIONAL_SETTINGS
+
+
+def test_switching_a_checkpoint_default_off_takes_effect(trained_engine):
+    """A checkpoint that finishes early on confident predictions spends its whole step
+    budget when the call passes threshold=None."""
+    checkpoint = SamplerConfig(steps=12, max_new_tokens=MEMORISED_REPLY_TOKENS, threshold=0.5)
+    engine = Engine(trained_engine.model, trained_engine.tokenizer, checkpoint)
+    early = [engine.answer(example.conversation).forward_passes for example in MEMORISED]
+    full = [engine.answer(e.conversation, threshold=None).forward_passes for e in MEMORISED]
+    assert sum(early) < sum(full) == 12 * len(MEMORISED)
