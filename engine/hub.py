@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from .model import ModelConfig
@@ -196,7 +197,14 @@ def read_hub_checkpoint(
         raise FileNotFoundError(f"{folder} holds no *.safetensors weights; download them too")
     hub_state: dict[str, torch.Tensor] = {}
     for shard in shards:
-        hub_state.update(load_file(str(shard)))
+        try:
+            hub_state.update(load_file(str(shard)))
+        except (SafetensorError, OSError) as error:
+            raise ValueError(
+                f"{shard} cannot be read ({error}); the file is cut short or damaged, as an "
+                "interrupted download leaves it: delete it and download it again (for a hub "
+                "id, `huggingface-cli download OWNER/NAME --force-download`)"
+            ) from None
     state = rename(hub_state, family, model_config.n_layers, folder)
     if model_config.tie_embeddings:
         state.pop("lm_head.weight", None)

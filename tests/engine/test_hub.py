@@ -179,6 +179,16 @@ def test_unreadable_families_and_foreign_tensors_are_refused_with_the_reason(tmp
         Engine.load(tmp_path / "llada")
 
 
+def test_a_shard_cut_short_names_the_file_and_says_to_download_it_again(tmp_path):
+    tiny_llada(tmp_path / "llada")
+    shard = tmp_path / "llada" / "model-00002-of-00002.safetensors"
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    with pytest.raises(
+        ValueError, match=rf"{re.escape(str(shard))} cannot be read .* download it again"
+    ):
+        Engine.load(tmp_path / "llada")
+
+
 def cached_hub_model(hf_home: Path, repo_id: str) -> None:
     """A tiny LLaDA in the cache as huggingface_hub leaves it after a download."""
     owner, name = repo_id.split("/")
