@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 
-_ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-         "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
-         "eighteen", "nineteen"]  # fmt: skip
-_TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+# The number words, shared with reasoner-tiny's corpus and spoken-question normaliser.
+ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+        "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+        "eighteen", "nineteen"]  # fmt: skip
+TENS = ["", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 _SCALES = ((10**12, "trillion"), (10**9, "billion"), (10**6, "million"), (1000, "thousand"))
 _ORDINAL_WORDS = {"one": "first", "two": "second", "three": "third", "five": "fifth",
                   "eight": "eighth", "nine": "ninth", "twelve": "twelfth"}  # fmt: skip
@@ -70,12 +71,12 @@ _MARKUP_RE = re.compile(r"[*_`#|]+|^\s*>", re.MULTILINE)
 def _below_thousand(n: int) -> str:
     words = []
     if n >= 100:
-        words.append(f"{_ONES[n // 100]} hundred")
+        words.append(f"{ONES[n // 100]} hundred")
         n %= 100
     if n >= 20:
-        words.append(_TENS[n // 10] + (f"-{_ONES[n % 10]}" if n % 10 else ""))
+        words.append(TENS[n // 10] + (f"-{ONES[n % 10]}" if n % 10 else ""))
     elif n or not words:
-        words.append(_ONES[n])
+        words.append(ONES[n])
     return " ".join(words)
 
 
@@ -84,7 +85,7 @@ def int_to_words(n: int) -> str:
     if n < 0:
         return "minus " + int_to_words(-n)
     if n >= 10**15:
-        return " ".join(_ONES[int(d)] for d in str(n))
+        return " ".join(ONES[int(d)] for d in str(n))
     words = []
     for value, name in _SCALES:
         if n >= value:
@@ -121,13 +122,13 @@ def number_to_words(text: str) -> str:
         and (1100 <= value <= 1999 or 2010 <= value <= 2099)
     ):  # a year: nineteen ninety-nine, twenty twenty-four
         century, rest = divmod(value, 100)
-        tail = f"oh {_ONES[rest]}" if 0 < rest < 10 else ("hundred" if rest == 0 else
-                                                           _below_thousand(rest))  # fmt: skip
+        tail = f"oh {ONES[rest]}" if 0 < rest < 10 else ("hundred" if rest == 0 else
+                                                          _below_thousand(rest))  # fmt: skip
         words = f"{_below_thousand(century)} {tail}"
     else:
         words = int_to_words(value)
     if decimals:
-        words += " point " + " ".join(_ONES[int(d)] for d in decimals)
+        words += " point " + " ".join(ONES[int(d)] for d in decimals)
     return ("minus " if negative else "") + words
 
 
@@ -165,7 +166,7 @@ def _time(match: re.Match[str]) -> str:
     if minute == 0:
         words = f"{int_to_words(hour)} o'clock" if not suffix else int_to_words(hour)
     elif minute < 10:
-        words = f"{int_to_words(hour)} oh {_ONES[minute]}"
+        words = f"{int_to_words(hour)} oh {ONES[minute]}"
     else:
         words = f"{int_to_words(hour)} {_below_thousand(minute)}"
     return words + (f" {' '.join(suffix.upper())}" if suffix else "")

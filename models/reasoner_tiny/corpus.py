@@ -26,6 +26,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from quicksilver.audio.textnorm import ONES, TENS
+
 from .normalise import normalise_spoken
 from .prompt import DAYS, MONTHS, date_context, spoken_date
 from .slots import INTEGER_WIDTH, numbers_in, padded
@@ -65,24 +67,17 @@ def is_held_out(key: str) -> bool:
 
 # --------------------------------------------------------------------------- spoken form
 
-_SMALL = """
-zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen
-fifteen sixteen seventeen eighteen nineteen
-""".split()
-_TENS = """
-_ _ twenty thirty forty fifty sixty seventy eighty ninety
-""".split()
-
 
 def number_words(n: int) -> str:
-    """0 ≤ n < 10,000 as a person says it ("three hundred and five")."""
+    """0 ≤ n < 10,000 as a person says it, "and" included ("three hundred and five"), in
+    the number words the speech side uses (audio.textnorm)."""
     if n < 20:
-        return _SMALL[n]
+        return ONES[n]
     if n < 100:
-        return _TENS[n // 10] + ("" if n % 10 == 0 else "-" + _SMALL[n % 10])
+        return TENS[n // 10] + ("" if n % 10 == 0 else "-" + ONES[n % 10])
     if n < 1000:
         rest = "" if n % 100 == 0 else " and " + number_words(n % 100)
-        return _SMALL[n // 100] + " hundred" + rest
+        return ONES[n // 100] + " hundred" + rest
     rest = "" if n % 1000 == 0 else (" and " if n % 1000 < 100 else " ") + number_words(n % 1000)
     return number_words(n // 1000) + " thousand" + rest
 
@@ -92,7 +87,7 @@ def spoken(n: int | str, rng: random.Random) -> str:
     if isinstance(n, str):  # a decimal
         if rng.random() < 0.2:
             whole, frac = n.split(".")
-            return number_words(int(whole)) + " point " + " ".join(_SMALL[int(c)] for c in frac)
+            return number_words(int(whole)) + " point " + " ".join(ONES[int(c)] for c in frac)
         return n
     return number_words(n) if rng.random() < 0.2 else str(n)
 

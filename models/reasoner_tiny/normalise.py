@@ -12,16 +12,10 @@ from __future__ import annotations
 
 import re
 
-UNITS = {
-    "zero": 0, "oh": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-    "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17,
-    "eighteen": 18, "nineteen": 19,
-}  # fmt: skip
-TENS = {
-    "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
-    "eighty": 80, "ninety": 90,
-}  # fmt: skip
+from quicksilver.audio import textnorm
+
+UNITS = {word: n for n, word in enumerate(textnorm.ONES)} | {"oh": 0}  # "nine point oh five"
+TENS = {word: 10 * n for n, word in enumerate(textnorm.TENS) if word}
 SCALES = {"hundred": 100, "thousand": 1000}
 # "which one is bigger" asks for no number 1: after these words "one" stands for a thing
 PRONOUN_ONE_AFTER = {

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from quicksilver.audio.textnorm import int_to_words
 from quicksilver.engine import ChatTemplate, Tokenizer
+from quicksilver.models.reasoner_tiny.corpus import number_words
 from quicksilver.models.reasoner_tiny.normalise import normalise_spoken
 
 
@@ -37,6 +39,14 @@ from quicksilver.models.reasoner_tiny.normalise import normalise_spoken
 )
 def test_transcripts_become_canonical(heard, canonical):
     assert normalise_spoken(heard) == canonical
+
+
+def test_every_number_said_either_way_reads_back_as_its_digits():
+    """One table of number words: the corpus says numbers with "and", the voice without,
+    and the normaliser reads both back."""
+    for n in range(10_000):
+        assert normalise_spoken(number_words(n)) == str(n)
+        assert normalise_spoken(int_to_words(n)) == str(n)
 
 
 def test_only_templates_that_name_the_preparation_normalise_user_text():
