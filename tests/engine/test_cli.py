@@ -1,25 +1,40 @@
-"""The engine's commands, run as a user runs them: the installed ``quicksilver`` script."""
+"""The engine's commands. Those that do the work run as a user runs them, in a fresh
+process of this Python (``python -m quicksilver.ui.cli``, the ``quicksilver`` script's
+``main``, whether or not the script's folder is on PATH); the mistakes that stop a command
+before any work go through ``main()`` in this process, which is the same code without the
+2-3 s of starting Python and torch again."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
+import sys
 from datetime import date
 
 import pytest
 from quicksilver.engine import Engine
+from quicksilver.ui.cli import main
 
 from .conftest import MEMORISED
-
-QUICKSILVER = shutil.which("quicksilver")
-pytestmark = pytest.mark.skipif(QUICKSILVER is None, reason="the package is not installed")
 
 
 def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [QUICKSILVER, *args], capture_output=True, text=True, timeout=timeout, check=False
+        [sys.executable, "-m", "quicksilver.ui.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
+
+
+def run_here(args: list[str], capsys) -> tuple[int, str]:
+    """``main(args)`` in this process: its exit status (argparse's too) and its stderr."""
+    try:
+        status = main(args)
+    except SystemExit as exit:
+        status = exit.code
+    return status, capsys.readouterr().err
 
 
 def test_version_and_help():
@@ -86,18 +101,21 @@ def test_ask_says_when_the_model_wrote_no_answer(silent_model):
             "no checkpoint folder at /nonexistent/model",
         ),
         (["ask", "   ", "--model", "CKPT"], "question is empty"),
-        (["ask", "hi", "--model", "CKPT", "--steps", "0"], "steps must be at least 1"),
+        (
+            ["ask", "hi", "--model", "CKPT", "--steps", "0"],
+            "steps must be a whole number of at least 1",
+        ),
         (["train", "/nonexistent.jsonl", "--out", "OUT"], "no training data"),
     ],
 )
-def test_mistakes_are_one_clear_line(checkpoint, tmp_path, args, message):
+def test_mistakes_are_one_clear_line(checkpoint, tmp_path, capsys, args, message):
     args = [
         str(checkpoint) if a == "CKPT" else str(tmp_path / "o") if a == "OUT" else a for a in args
     ]
-    result = run(*args)
-    assert result.returncode == 2
-    assert message in result.stderr
-    assert "Traceback" not in result.stderr
+    status, stderr = run_here(args, capsys)  # an escaping exception fails the test
+    assert status == 2
+    assert message in stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
 
 
 def test_train_then_ask(tmp_path):
@@ -138,17 +156,26 @@ def test_train_then_ask(tmp_path):
     assert asked["forward_passes"] == asked["steps"] == 8
 
 
-def test_train_reports_a_malformed_line(tmp_path):
+def test_train_reports_a_malformed_line(tmp_path, capsys):
     data = tmp_path / "bad.jsonl"
     data.write_text('{"question": "hi", "answer": "yo"}\n{"question": "no answer"}\n')
-    result = run("train", str(data), "--out", str(tmp_path / "m"))
-    assert result.returncode == 2
-    assert "bad.jsonl:2" in result.stderr and "Traceback" not in result.stderr
+    status, stderr = run_here(["train", str(data), "--out", str(tmp_path / "m")], capsys)
+    assert status == 2
+    assert "bad.jsonl:2" in stderr and len(stderr.strip().splitlines()) == 1, stderr
 
 
-def test_ask_tells_the_model_todays_date_by_default():
-    from quicksilver.ui.cli import build_parser, today_context
+def test_ask_tells_the_model_todays_date_by_default(checkpoint, capsys, monkeypatch):
+    """By default the model is first told today's date in its own words
+    (``Engine.date_context``); ``--context`` replaces that sentence and "" drops it."""
+    told = []
+    answer = Engine.answer
 
-    args = build_parser().parse_args(["ask", "what day is it"])
-    assert args.context == today_context()
-    assert today_context(date(2026, 11, 29)) == "Today is Sunday, November 29, 2026."
+    def recording(engine, messages, **options):
+        told.append([m["content"] for m in messages if m["role"] == "system"])
+        return answer(engine, messages, **options)
+
+    monkeypatch.setattr(Engine, "date_context", lambda engine, today: f"DAY {today}")
+    monkeypatch.setattr(Engine, "answer", recording)
+    for context in ([], ["--context", "Be brief."], ["--context", ""]):
+        assert main(["ask", "what day is it", "--model", str(checkpoint), *context]) == 0
+    assert told == [[f"DAY {date.today()}"], ["Be brief."], []]
