@@ -16,6 +16,7 @@ from typing import Protocol
 
 import numpy as np
 from quicksilver.audio.devices import AudioDeviceError
+from quicksilver.audio.streaming import PartialSchedule
 from quicksilver.audio.vad import SAMPLE_RATE, SpeechEnd, SpeechStart, VoiceActivity
 
 
@@ -148,11 +149,12 @@ class Listener:
             self._stopping.set()
 
     def _run(self) -> None:
-        config, vad = self.config, self.vad
+        vad = self.vad
+        partials = PartialSchedule(self.config.partial_interval_s, self.config.min_partial_audio_s)
         was_gated = False
         pause_from: float | None = None  # stream time the current silence began
         paused = False
-        last_partial = last_level = 0.0
+        last_level = 0.0
         held: list[np.ndarray] | None = None
         while not self._stopping.is_set():
             try:
@@ -162,6 +164,7 @@ class Listener:
                     self._post(Failed(error))
                 return
             now = time.perf_counter()
+            config = self.config  # a settings update may replace it between frames
             if self._holding:
                 held = held if held is not None else []
                 held.append(frame)
@@ -175,11 +178,12 @@ class Listener:
                 continue
             if was_gated:
                 was_gated, pause_from, paused = False, None, False
-                last_partial = last_level = 0.0
                 vad.reset()
+                last_level = 0.0
+                partials.restart(vad)
             for event in vad.process(frame):
                 if isinstance(event, SpeechStart):
-                    last_partial = vad.time_s
+                    partials.restart(vad)
                     self._post(Began())
                 elif isinstance(event, SpeechEnd):
                     pause_from, paused = None, False
@@ -200,13 +204,9 @@ class Listener:
                 if paused:
                     self._post(Resumed())
                 pause_from, paused = None, False
-                interval = config.partial_interval_s
-                audio_s = vad.time_s - last_partial
-                if interval is not None and audio_s >= interval:
-                    audio = vad.utterance_audio()
-                    if audio.size >= config.min_partial_audio_s * SAMPLE_RATE:
-                        last_partial = vad.time_s
-                        self._post(Growing(audio))
+                audio = partials.due(vad)
+                if audio is not None:
+                    self._post(Growing(audio))
             if vad.time_s - last_level >= config.level_interval_s:
                 last_level = vad.time_s
                 rms = float(np.sqrt(np.mean(np.square(frame)))) if frame.size else 0.0

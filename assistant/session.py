@@ -152,7 +152,13 @@ class Session:
 
     async def idle(self) -> None:
         """Wait until no turn is being answered, spoken or waiting its turn."""
-        while self._active or self._queue or self._speculation or self._busy_runner():
+        while (
+            self._inbox.qsize()  # commands not yet taken up
+            or self._active
+            or self._queue
+            or self._speculation
+            or self._busy_runner()
+        ):
             await asyncio.sleep(0.02)
 
     def close(self) -> None:
@@ -527,4 +533,3 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-

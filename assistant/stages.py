@@ -58,9 +58,7 @@ class Transcribe(Stage):
     async def __call__(self, audio: np.ndarray) -> str:
         self.running += 1
         try:
-            text = await asyncio.to_thread(
-                self.transcriber.transcribe, audio, speech_checked=True
-            )
+            text = await asyncio.to_thread(self.transcriber.transcribe, audio, speech_checked=True)
         except Exception as error:
             raise self.failed(error) from error
         finally:
@@ -78,8 +76,7 @@ class Think(Stage):
 
     name = "think"
     hint = (
-        "the engine could not answer this question; ask again more briefly, or choose "
-        "another model"
+        "the engine could not answer this question; ask again more briefly, or choose another model"
     )
 
     def __init__(

@@ -46,6 +46,36 @@ class FinalText:
 StreamEvent = SpeechStart | PartialText | FinalText
 
 
+class PartialSchedule:
+    """When the open utterance is due for another partial transcript: after every
+    ``interval_s`` of stream time, once it is ``min_audio_s`` long, never in a pause (so
+    no partial is still running when the endpoint arrives). ``interval_s=None``: never.
+    """
+
+    def __init__(self, interval_s: float | None = 0.5, min_audio_s: float = 0.6) -> None:
+        if interval_s is not None and interval_s <= 0:
+            raise ValueError("partial_interval_s must be positive (or None for no partials)")
+        self.interval_s = interval_s
+        self.min_audio_s = min_audio_s
+        self._last = 0.0
+
+    def restart(self, vad: VoiceActivity) -> None:
+        """An utterance began (or the stream started afresh): count from now."""
+        self._last = vad.time_s
+
+    def due(self, vad: VoiceActivity) -> np.ndarray | None:
+        """The utterance so far, if a partial of it is due now (and counted as given)."""
+        if self.interval_s is None or not vad.in_speech or vad.in_pause:
+            return None
+        if vad.time_s - self._last < self.interval_s:
+            return None
+        audio = vad.utterance_audio()
+        if audio.size < self.min_audio_s * SAMPLE_RATE:
+            return None
+        self._last = vad.time_s
+        return audio
+
+
 def _common_prefix(a: str, b: str) -> str:
     words = []
     for x, y in zip(a.split(), b.split(), strict=False):
@@ -66,13 +96,9 @@ class StreamingTranscriber:
         partial_interval_s: float | None = 0.5,
         min_partial_audio_s: float = 0.6,
     ) -> None:
-        if partial_interval_s is not None and partial_interval_s <= 0:
-            raise ValueError("partial_interval_s must be positive (or None for no partials)")
         self.transcriber = transcriber
         self.vad = vad or VoiceActivity()
-        self.partial_interval_s = partial_interval_s
-        self.min_partial_audio_s = min_partial_audio_s
-        self._last_partial_at = 0.0
+        self.partials = PartialSchedule(partial_interval_s, min_partial_audio_s)
         self._previous_partial = ""
 
     def reset(self) -> None:
@@ -85,7 +111,7 @@ class StreamingTranscriber:
         events: list[StreamEvent] = []
         for event in self.vad.process(samples):
             if isinstance(event, SpeechStart):
-                self._last_partial_at = self.vad.time_s
+                self.partials.restart(self.vad)
                 self._previous_partial = ""
                 events.append(event)
             else:
@@ -114,15 +140,9 @@ class StreamingTranscriber:
         )
 
     def _maybe_partial(self) -> PartialText | None:
-        vad = self.vad
-        if self.partial_interval_s is None or not vad.in_speech or vad.in_pause:
+        audio = self.partials.due(self.vad)
+        if audio is None:
             return None
-        if vad.time_s - self._last_partial_at < self.partial_interval_s:
-            return None
-        audio = vad.utterance_audio()
-        if audio.size < self.min_partial_audio_s * SAMPLE_RATE:
-            return None
-        self._last_partial_at = vad.time_s
         start = time.perf_counter()
         text = self.transcriber.transcribe(audio, speech_checked=True)
         stable = _common_prefix(self._previous_partial, text)

@@ -177,7 +177,6 @@ async def answer_recording(session, samples) -> None:
 
     running = asyncio.ensure_future(session.run())
     session.send(SubmitAudio(samples))
-    await asyncio.sleep(0)
     await session.idle()
     session.stop()
     await running
