@@ -36,6 +36,11 @@ LONG_ANSWER = (
     "Seventeen times three is fifty-one. To see why, take seventeen three times: ten three "
     "times is thirty, seven three times is twenty-one, and thirty plus twenty-one is fifty-one."
 )
+# the 5,000 characters of tests/audio/test_tts.py: the first chunk should come faster than it plays
+VERY_LONG_ANSWER = (
+    "The diffusion engine writes the whole answer at once, then refines it, step by step, "
+    "until every word is settled; "
+) * 45
 
 
 def espeak(text: str, folder: Path) -> np.ndarray:
@@ -119,7 +124,16 @@ def main() -> None:
         total = statistics.median(totals)
         print(f"{label:>16}: first chunk {first_ms:5.0f} ms, all {total:.2f} s for "
               f"{audio_s:.2f} s of audio, RTF {total / audio_s:.3f}")  # fmt: skip
-    print("(target: first chunk <= 150 ms for a one-sentence answer)")
+    firsts = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        first = next(voice.synthesize(VERY_LONG_ANSWER))
+        firsts.append(time.perf_counter() - start)
+    first_s = statistics.median(firsts)
+    print(f"{len(VERY_LONG_ANSWER):,} characters: first chunk {first_s * 1000:5.0f} ms for "
+          f"{first.duration_s:.2f} s of audio, RTF {first_s / first.duration_s:.3f}")  # fmt: skip
+    print("(targets: first chunk <= 150 ms for a one-sentence answer; for 5,000 characters,"
+          " RTF < 1)")  # fmt: skip
 
 
 if __name__ == "__main__":

