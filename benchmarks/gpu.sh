@@ -12,7 +12,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
-python3 -c "import engine" 2>/dev/null || python3 -m pip install --quiet -e .
+python3 -c "import quicksilver.engine" 2>/dev/null || python3 -m pip install --quiet -e .
 
 if [[ "${1:-}" == "--small" ]]; then
     shift
