@@ -1,6 +1,6 @@
 """Voice-to-voice latency of the whole conversation loop, with and without early start.
 
-Each question is made with espeak-ng and fed to a real :class:`assistant.session.Session`
+Each question is made with espeak-ng and fed to a real session (``build_session``)
 as a microphone would deliver it: 32 ms frames at real-time pace, silence before and
 after. The clock starts at the true end of speech in that input (the last speech
 sample's due time) and stops when the first sample of the answer's audio is handed to
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from quicksilver.assistant.config import Settings
 from quicksilver.assistant.events import AnswerReady, Event, FinalTranscript, TurnMetrics
-from quicksilver.assistant.listener import ListenConfig
-from quicksilver.assistant.session import Session, SessionConfig
+from quicksilver.assistant.factory import Wiring, build_session
 from quicksilver.audio.devices import AudioDeviceError
 from quicksilver.audio.stt import Transcriber
 from quicksilver.audio.tts import Voice
@@ -111,6 +111,9 @@ class ClockOutput:
         self._queued_s = self.played_s  # the unplayed rest is dropped
         return self._queued_s
 
+    def close(self) -> None:
+        """Nothing to release: no device."""
+
 
 @dataclass
 class Turn:
@@ -129,14 +132,17 @@ class Models:
     speech: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-async def one_turn(models: Models, question: str, config: SessionConfig) -> Turn | None:
+async def one_turn(models: Models, question: str, settings: Settings) -> Turn | None:
     output = ClockOutput(models.voice.sample_rate)
-    session = Session(
-        models.engine,
+    source = PacedSource(models.speech[question])
+    session = build_session(
+        settings,
+        Wiring(log=False),
+        engine=models.engine,
         transcriber=models.transcriber,
         voice=models.voice,
-        speaker=output,
-        config=config,
+        microphone=source,
+        output=output,
     )
     events: list[Event] = []
     done = asyncio.Event()
@@ -146,9 +152,8 @@ async def one_turn(models: Models, question: str, config: SessionConfig) -> Turn
         if isinstance(event, TurnMetrics):
             done.set()
 
-    session.add_callback(collect)
-    source = PacedSource(models.speech[question])
-    task = asyncio.create_task(session.run_voice(source))
+    session.subscribe(collect)
+    task = asyncio.create_task(session.run())
     try:
         await asyncio.wait_for(done.wait(), timeout=LEAD_S + TAIL_S + 60)
     finally:
@@ -193,10 +198,8 @@ async def run(args: argparse.Namespace) -> None:
             models.speech[question] = espeak(question, Path(folder))
     print(f"models and speech ready in {time.perf_counter() - started:.1f} s")
     modes = {
-        "early start": SessionConfig(steps=args.steps),
-        "at the endpoint": SessionConfig(
-            steps=args.steps, listen=ListenConfig(speculative_ms=None)
-        ),
+        "early start": Settings(steps=args.steps),
+        "at the endpoint": Settings(steps=args.steps, speculative_ms=0),
     }
     await one_turn(models, questions[0], modes["early start"])  # warm-up, not counted
     results: dict[str, list[Turn]] = {label: [] for label in modes}
