@@ -265,10 +265,15 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
+    """The model; its weights come from :meth:`init_weights` or a checkpoint."""
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
-        self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        # Left uninitialised: nn.Embedding's own normal_ draw is thrown away, and on the
+        # meta device (Engine.load) it imports torch._dynamo, a second of start-up.
+        rows = torch.empty(config.vocab_size, config.d_model)
+        self.embed = nn.Embedding(config.vocab_size, config.d_model, _weight=rows)
         self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
         self.norm = RMSNorm(config.d_model, config.norm_eps)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)

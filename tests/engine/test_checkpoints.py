@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -155,3 +157,19 @@ def test_only_an_engine_sized_to_its_tokenizer_grows():
     engine = Engine.random(tiny_config(vocab_size=tokenizer.vocab_size + 8), tokenizer=tokenizer)
     with pytest.raises(ValueError, match="only a model sized to its tokenizer can grow"):
         engine.with_words([" penguins"])
+
+
+def test_loading_a_local_folder_imports_only_what_answering_needs(saved):
+    """Start-up time: the hub client and torch's compiler stack (a second to import, which
+    building the model on the meta device used to pull in) stay out of a local load."""
+    heavy = ("torch._dynamo", "sympy", "huggingface_hub")
+    code = (
+        "import sys; from quicksilver.engine import Engine; "
+        "Engine.load(sys.argv[1]).answer('hi', steps=2, max_new_tokens=4); "
+        f"print([m for m in {heavy!r} if m in sys.modules])"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", code, str(saved)], capture_output=True, text=True, timeout=300
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "[]"
