@@ -4,7 +4,7 @@ writes a whole reasoned answer in a fixed number of parallel denoising steps.
 Embeddable on its own: it imports nothing else of the project, does no I/O besides
 reading and writing checkpoints, and logs through :mod:`logging`.
 
->>> from engine import Engine, ModelConfig
+>>> from quicksilver.engine import Engine, ModelConfig
 >>> engine = Engine.random(ModelConfig(n_layers=2, d_model=64, n_heads=4), seed=0)
 >>> engine.answer("what is 17 times 3", steps=8, max_new_tokens=32).forward_passes
 8
