@@ -91,7 +91,7 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     from datetime import date
 
     if not args.question.strip():
-        raise UserError("the question is empty; ask something, e.g. \"what is 17 times 3\"")
+        raise UserError('the question is empty; ask something, e.g. "what is 17 times 3"')
     options = {"steps": settings.steps, "max_new_tokens": args.max_new_tokens}
     options = {name: value for name, value in options.items() if value is not None}
     if any(value < 1 for value in options.values()):

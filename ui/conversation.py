@@ -297,8 +297,6 @@ def add_converse_command(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--input", required=True, help="the recording, a WAV file")
     parser.add_argument("--output", help="write the spoken answers to this WAV file")
-    parser.add_argument(
-        "--json", action="store_true", help="print each turn as one line of JSON"
-    )
+    parser.add_argument("--json", action="store_true", help="print each turn as one line of JSON")
     add_setting_flags(parser)
     parser.set_defaults(func=cmd_converse)

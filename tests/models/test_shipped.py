@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
+import sys
 
 import pytest
 from quicksilver.engine import Engine
 from quicksilver.models import bundled
 from quicksilver.models.reasoner_tiny.corpus import ABILITIES, CHAT, REFUSAL, held_out_set
 
-QUICKSILVER = shutil.which("quicksilver")
+QUICKSILVER = [sys.executable, "-m", "quicksilver.ui.cli"]  # as installed, whatever PATH says
 CONTEXT = {"role": "system", "content": "Today is Monday, November 30, 2026."}
 
 # What this build answers right, one or two per skill it has learnt (see MODEL_CARD.md:
@@ -73,10 +73,9 @@ def test_spoken_answers_hold_no_markup_and_keep_the_step_budget(engine):
         assert answer.steps == 16 and 1 <= answer.forward_passes <= 16
 
 
-@pytest.mark.skipif(QUICKSILVER is None, reason="the package is not installed")
 def test_ask_json_with_the_shipped_model():
     result = subprocess.run(
-        [QUICKSILVER, "ask", "What can you do?", "--json"],
+        [*QUICKSILVER, "ask", "What can you do?", "--json"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -89,13 +88,12 @@ def test_ask_json_with_the_shipped_model():
     assert data["answer"] == ABILITIES
 
 
-@pytest.mark.skipif(QUICKSILVER is None, reason="the package is not installed")
 def test_eval_json_reports_every_skill_with_and_without_an_earlier_exchange():
     """Also in training's phrasings (``--trained-phrasings``), which the second run uses."""
 
     def run(*flags: str) -> dict:
         result = subprocess.run(
-            [QUICKSILVER, "eval", "--per-skill", "1", "--steps", "8", "--json", *flags],
+            [*QUICKSILVER, "eval", "--per-skill", "1", "--steps", "8", "--json", *flags],
             capture_output=True,
             text=True,
             timeout=300,
