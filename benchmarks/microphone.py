@@ -16,7 +16,7 @@ import time
 
 from quicksilver.audio.devices import AudioDeviceError, Microphone
 
-from benchmarks.pulse import pulse_server
+from benchmarks.pulse import running_pulse
 
 STALL_S = 5.0
 ERROR_WITHIN_S = STALL_S + 1
@@ -25,8 +25,7 @@ CLOSE_WITHIN_S = 2.0
 
 def vanish() -> tuple[float, str, float]:
     """(seconds from the kill to the error, the error, seconds close() took)."""
-    with pulse_server() as server:
-        feeding = server.feed_mic()
+    with running_pulse() as server, server.feeding_mic():
         mic = Microphone("pulse", stall_timeout_s=STALL_S)
         for _ in range(10):
             mic.read()
@@ -43,7 +42,6 @@ def vanish() -> tuple[float, str, float]:
         closing = time.monotonic()
         mic.close()
         closed_after = time.monotonic() - closing
-        feeding.set()
     return raised_after, error, closed_after
 
 

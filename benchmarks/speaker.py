@@ -19,7 +19,7 @@ import time
 import numpy as np
 from quicksilver.audio.devices import Speaker
 
-from benchmarks.pulse import loud_spans, pulse_server
+from benchmarks.pulse import loud_spans, running_pulse
 
 RATE = 22050
 WAITS_S = (1.2, 2.0, 2.4)
@@ -30,8 +30,8 @@ REPORT_ERROR_S = 0.08  # and this close to what stop() reports
 def main() -> int:
     tone = (0.3 * np.sin(2 * np.pi * 440 * np.arange(6 * RATE) / RATE)).astype(np.float32)
     rows = []
-    with pulse_server() as server:
-        recording = server.record_speaker()
+    with running_pulse() as server:
+        recording = server.recording_speaker()
         time.sleep(0.3)
         with Speaker("pulse", sample_rate=RATE) as speaker:
             speaker.play(np.zeros(RATE // 2, dtype=np.float32))  # past the stream's start-up

@@ -28,8 +28,9 @@ from quicksilver.assistant.factory import build_session
 from quicksilver.assistant.session import Session
 from quicksilver.assistant.transcript import TranscriptLog
 
+from benchmarks.pulse import MicFeed
 from tests.assistant.sessions import Recorder, answers, logged, running
-from tests.conftest import MicFeed, silence
+from tests.conftest import silence
 
 pytestmark = pytest.mark.asyncio
 # A turn's events from its transcript on, runs of drafts folded into one Denoise.

@@ -8,7 +8,7 @@ from quicksilver.audio.resample import resample
 from quicksilver.audio.wavfile import read_wav, write_wav
 from quicksilver.ui.cli import main
 
-from tests.conftest import RATE, digits_in, silence, stop_recording
+from tests.conftest import RATE, digits_in, silence
 
 
 def test_transcribe_prints_the_transcript(tmp_path, espeak, capsys):
@@ -54,10 +54,10 @@ def test_say_bad_options_and_voice(tmp_path, capsys):
 
 
 def test_say_plays_on_the_speaker(pulse, transcriber, capsys):
-    recorder = pulse.record_speaker()
+    recording = pulse.recording_speaker()
     assert main(["say", "Seventeen times three.", "--output-device", "pulse"]) == 0
 
-    heard = stop_recording(recorder)
+    heard = recording.stop()
     assert np.abs(heard).max() > 0.1
     assert {"17", "3"} <= digits_in(transcriber.transcribe(heard))
 

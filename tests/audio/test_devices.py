@@ -22,14 +22,8 @@ from quicksilver.audio.resample import resample
 from quicksilver.audio.streaming import FinalText, StreamingTranscriber
 from quicksilver.audio.vad import SpeechStart
 
-from tests.conftest import (
-    RATE,
-    digits_in,
-    refresh_portaudio,
-    running_pulse,
-    stop_recording,
-    trim,
-)
+from benchmarks.pulse import refresh_portaudio, running_pulse
+from tests.conftest import RATE, digits_in, trim
 
 QUESTION = "What is seventeen times three?"
 
@@ -79,7 +73,7 @@ def test_microphone_vad_and_whisper_transcribe_the_fifo(pulse, espeak, transcrib
 
 def test_speaker_output_heard_on_the_sink_monitor(pulse, voice, transcriber):
     speech = voice.speak(QUESTION)
-    recorder = pulse.record_speaker()
+    recording = pulse.recording_speaker()
     time.sleep(0.5)
     with Speaker("pulse", sample_rate=voice.sample_rate) as speaker:
         for chunk in np.array_split(speech, 5):  # arrives in pieces, like sentences
@@ -87,7 +81,7 @@ def test_speaker_output_heard_on_the_sink_monitor(pulse, voice, transcriber):
         assert speaker.wait(timeout=30)
         played = speaker.played_s
     time.sleep(0.3)
-    heard = stop_recording(recorder)
+    heard = recording.stop()
     assert played == pytest.approx(speech.size / voice.sample_rate, abs=0.05)
     spoken_s, heard_s = trim(speech).size / voice.sample_rate, trim(heard).size / RATE
     # all of it arrives; a loaded machine may add underrun gaps, never drop speech
