@@ -298,7 +298,8 @@ def cmd_say(args: argparse.Namespace, settings: Settings) -> int:
     if args.output:
         check_output_path(args.output)
     text = sys.stdin.read() if args.text == "-" else args.text
-    voice = Voice(settings.voice, rate=args.rate, volume=args.volume)
+    tuning = {name: getattr(args, name) for name in ("rate", "volume") if hasattr(args, name)}
+    voice = Voice(settings.voice, **tuning)  # the voice's own rate and volume unless given
     chunks = voice.synthesize(text)
     first = next(chunks, None)
     if first is None:
@@ -349,6 +350,8 @@ def cmd_devices(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _add_audio_commands(sub: argparse._SubParsersAction) -> None:
+    from quicksilver.audio.stt import SttOptions
+
     transcribe = sub.add_parser(
         "transcribe",
         help="print the transcript of a WAV file",
@@ -362,8 +365,18 @@ def _add_audio_commands(sub: argparse._SubParsersAction) -> None:
         help="faster-whisper model name (e.g. base.en, downloaded once) or CTranslate2 folder; "
         "default: the whisper_model setting (the bundled tiny.en)",
     )
-    transcribe.add_argument("--language", default="en", help="spoken language (default en)")
-    transcribe.add_argument("--beam-size", type=int, default=1, help="beam size (default 1)")
+    decoding = SttOptions()
+    transcribe.add_argument(
+        "--language",
+        default=decoding.language,
+        help=f"spoken language (default {decoding.language})",
+    )
+    transcribe.add_argument(
+        "--beam-size",
+        type=int,
+        default=decoding.beam_size,
+        help=f"beam size (default {decoding.beam_size})",
+    )
     transcribe.add_argument(
         "--device", dest="whisper_device", default="auto", help="cpu, cuda or auto (default)"
     )
@@ -380,8 +393,12 @@ def _add_audio_commands(sub: argparse._SubParsersAction) -> None:
     say.add_argument("text", help='the text, or "-" to read it from standard input')
     say.add_argument("-o", "--output", help="write a 16-bit WAV file instead of playing")
     add_setting_flags(say, ("voice", "output_device"))
-    say.add_argument("--rate", type=float, default=1.0, help="speaking rate, 0.25-4 (default 1)")
-    say.add_argument("--volume", type=float, default=1.0, help="volume, 0-2 (default 1)")
+    say.add_argument(
+        "--rate", type=float, default=argparse.SUPPRESS, help="speaking rate, 0.25-4 (default 1)"
+    )
+    say.add_argument(
+        "--volume", type=float, default=argparse.SUPPRESS, help="volume, 0-2 (default 1)"
+    )
     say.set_defaults(func=cmd_say)
 
     devices = sub.add_parser(
