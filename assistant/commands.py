@@ -61,6 +61,11 @@ class PushToTalkUp(Command):
 
 
 @dataclass(frozen=True)
+class ResetConversation(Command):
+    """Forget the conversation (a demo booth's next visitor); the current turn stops."""
+
+
+@dataclass(frozen=True)
 class UpdateSettings(Command):
     """Change settings by name (``{"steps": 8}``); effective from the next turn."""
 

@@ -46,7 +46,8 @@ class Settings:
     ``headset``: ``False`` gates the microphone while the assistant speaks through
     loudspeakers, ``True`` allows full barge-in. ``context_tokens``: prompt budget for
     the whole prompt (date, earlier turns, question). ``log_path``: ``None`` for
-    ``$XDG_DATA_HOME/quicksilver/history.jsonl``.
+    ``$XDG_DATA_HOME/quicksilver/history.jsonl``. ``booth_reset_s``: in booth mode, the
+    idle seconds after which the conversation starts afresh for the next visitor.
     """
 
     model: str = "bundled"
@@ -63,6 +64,7 @@ class Settings:
     max_turns: int = field(default=8, metadata={"minimum": 0})
     log_path: Path | None = None
     show_thinking: bool = False
+    booth_reset_s: int = field(default=60, metadata={"minimum": 1})
 
 
 FIELD_TYPES: dict[str, Any] = typing.get_type_hints(Settings)

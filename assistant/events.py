@@ -63,13 +63,15 @@ class FinalTranscript(Event):
 
 @dataclass(frozen=True)
 class Denoise(Event):
-    """One denoising step: the whole draft, masked positions shown as ░."""
+    """One denoising step: the whole draft, masked positions shown as ░, and how long the
+    step took (``step_ms``: the engine's pass and the draft's decoding)."""
 
     step: int
     total_steps: int
     thinking: str
     text: str
     masked: int
+    step_ms: float
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,11 @@ class Muted(Event):
     """The microphone is ignored (``muted``) or heard again; typed input always works."""
 
     muted: bool
+
+
+@dataclass(frozen=True)
+class ConversationReset(Event):
+    """The conversation was forgotten: the next question starts a new one."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from quicksilver.assistant.config import Settings
 from quicksilver.assistant.listener import FrameSource
@@ -32,6 +32,21 @@ from quicksilver.audio.wavfile import AudioFileError, check_output_path
 from quicksilver.engine import Engine
 
 Output = Literal["speaker", "file", "none"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How one part of a starting session is doing, for a face to show as it happens.
+
+    ``state``: ``loading``, ``ready``, ``failed`` (the session cannot start: a
+    :class:`StartupError` follows) or ``fallback`` (the session goes on without it; the
+    detail says how).
+    """
+
+    component: str  # engine, whisper, voice, microphone, speaker, output
+    state: Literal["loading", "ready", "failed", "fallback"]
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -68,11 +83,12 @@ def build_session(
     microphone: FrameSource | None = None,
     output: AudioOutput | None = None,
     today: Callable[[], date] = date.today,
-    notify: Callable[[str], None] = lambda note: None,
+    progress: Callable[[Progress], None] = lambda update: None,
 ) -> Session:
     """A session wired as asked; raises :class:`StartupError` (naming the component)
     when something it needs is missing. A missing speaker is not fatal: the answers are
-    then text only, and ``notify`` says so. ``engine``, ``transcriber`` and ``voice``
+    then text only. ``progress`` hears how each part is doing as it loads (it is called
+    from the thread that builds the session). ``engine``, ``transcriber`` and ``voice``
     reuse models already loaded (one engine serving several sessions, the tests);
     ``microphone`` and ``output`` are a frame source and an audio output to use instead
     of the devices the settings name (a face with its own audio, the tests)."""
@@ -80,24 +96,26 @@ def build_session(
     if microphone is not None:
         wiring = dataclasses.replace(wiring, microphone=True)
     if wiring.microphone and microphone is None:
-        _device(settings.input_device, "input")
-    kind = "given" if output is not None else _check_output(settings, wiring, notify)
-    engine = engine or load_engine(settings.model, settings.device)
+        _step(progress, "microphone", lambda: _device(settings.input_device, "input"), False)
+    kind = "given" if output is not None else _check_output(settings, wiring, progress)
+    engine = engine or _step(
+        progress, "engine", lambda: load_engine(settings.model, settings.device)
+    )
     if not (wiring.microphone or wiring.speech):
         transcriber = None
     elif transcriber is None:
-        transcriber = load_transcriber(settings.whisper_model)
+        transcriber = _step(progress, "whisper", lambda: load_transcriber(settings.whisper_model))
     speak = None
     if kind != "none":
-        voice = voice or load_voice(settings.voice)
+        voice = voice or _step(progress, "voice", lambda: load_voice(settings.voice))
         speak = Speak(voice, output or _open_output(settings, wiring, kind, voice.sample_rate))
     if wiring.microphone and microphone is None:
         try:
-            microphone = Microphone(settings.input_device)
-        except AudioDeviceError as error:
+            microphone = _step(progress, "microphone", lambda: _microphone(settings))
+        except StartupError:
             if speak is not None:
                 speak.output.close()
-            raise StartupError("microphone", str(error)) from error
+            raise
     session = Session(
         Think(engine, engine_memory(engine, settings), today),
         transcribe=Transcribe(transcriber) if transcriber is not None else None,
@@ -110,7 +128,34 @@ def build_session(
     return session
 
 
-def _check_output(settings: Settings, wiring: Wiring, notify: Callable[[str], None]) -> Output:
+def _step(
+    progress: Callable[[Progress], None],
+    component: str,
+    load: Callable[[], T],
+    done: bool = True,
+) -> T:
+    """``load()``, with its progress told; ``done=False`` for a check before the load."""
+    progress(Progress(component, "loading"))
+    try:
+        result = load()
+    except StartupError as error:
+        progress(Progress(component, "failed", str(error)))
+        raise
+    if done:
+        progress(Progress(component, "ready"))
+    return result
+
+
+def _microphone(settings: Settings) -> Microphone:
+    try:
+        return Microphone(settings.input_device)
+    except AudioDeviceError as error:
+        raise StartupError("microphone", str(error)) from error
+
+
+def _check_output(
+    settings: Settings, wiring: Wiring, progress: Callable[[Progress], None]
+) -> Output:
     if wiring.output == "file":
         if wiring.output_path is None:
             raise ValueError("Wiring(output='file') needs an output_path")
@@ -122,7 +167,8 @@ def _check_output(settings: Settings, wiring: Wiring, notify: Callable[[str], No
         try:
             _device(settings.output_device, "output")
         except StartupError as error:
-            notify(f"no speaker, so the answers are text only: {error}")
+            detail = f"no speaker, so the answers are text only: {error}"
+            progress(Progress("speaker", "fallback", detail))
             return "none"
     return wiring.output
 

@@ -58,6 +58,9 @@ class Memory:
         self.context_tokens = context_tokens
         self.exchanges = deque(self.exchanges, maxlen=max_turns)
 
+    def clear(self) -> None:
+        self.exchanges.clear()
+
     def add(self, record: TurnRecord) -> None:
         """Remember a completed turn; an interrupted one only as far as it was spoken.
 

@@ -30,6 +30,7 @@ from quicksilver.assistant.commands import (
     Mute,
     PushToTalkDown,
     PushToTalkUp,
+    ResetConversation,
     SubmitAudio,
     SubmitText,
     Unmute,
@@ -39,6 +40,7 @@ from quicksilver.assistant.config import Settings, changed_settings
 from quicksilver.assistant.events import (
     AnswerReady,
     AudioLevel,
+    ConversationReset,
     Denoise,
     Error,
     Event,
@@ -81,7 +83,7 @@ MICROPHONE_HINT = "reconnect the microphone and start again, or type your questi
 # Settings a running session takes on; the others choose what it was built from.
 LIVE_SETTINGS = frozenset(
     {"steps", "headset", "hangover_ms", "speculative_ms", "context_tokens", "max_turns",
-     "show_thinking"}
+     "show_thinking", "booth_reset_s"}
 )  # fmt: skip
 
 
@@ -225,6 +227,12 @@ class Session:
                 self._listener.release()
         elif isinstance(command, UpdateSettings):
             self._update_settings(command.changes)
+        elif isinstance(command, ResetConversation):
+            self._drop_speculation()
+            self._interrupt()
+            self._queue.clear()
+            self.memory.clear()
+            self._publish(ConversationReset(self.turn))
 
     def _submit_text(self, text: str) -> None:
         if not text.strip():
@@ -409,10 +417,11 @@ class Session:
         if not turn.transcript:
             return False
 
-        def draft(frame: DenoiseFrame) -> None:
+        def draft(frame: DenoiseFrame, step_ms: float) -> None:
             event = Denoise(
-                turn.id, frame.step, frame.total_steps, frame.thinking, frame.text, frame.masked
-            )
+                turn.id, frame.step, frame.total_steps, frame.thinking, frame.text, frame.masked,
+                round(step_ms, 2),
+            )  # fmt: skip
             self._loop.call_soon_threadsafe(self._emit, turn, event)
 
         answer = await asyncio.to_thread(self.think, turn.transcript, turn.cancelled, draft)

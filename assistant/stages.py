@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date
@@ -91,18 +92,22 @@ class Think(Stage):
         self,
         question: str,
         cancelled: threading.Event,
-        on_draft: Callable[[DenoiseFrame], None],
+        on_draft: Callable[[DenoiseFrame, float], None],
     ) -> Answer | None:
-        """Blocking (run it in a thread); ``None`` when ``cancelled`` stopped it."""
+        """Blocking (run it in a thread); ``None`` when ``cancelled`` stopped it.
+        ``on_draft(frame, step_ms)`` hears every step and how long it took."""
         options = {} if self.steps is None else {"steps": self.steps}
         try:
             messages = self.memory.messages(question, self.engine.date_context(self.today()))
             frames = self.engine.stream(messages, **options)
+            started = time.perf_counter()
             for frame in frames:
                 if cancelled.is_set():
                     frames.close()
                     return None
-                on_draft(frame)
+                now = time.perf_counter()
+                on_draft(frame, (now - started) * 1000)
+                started = now
                 if frame.answer is not None:
                     return spoken_answer(frame.answer)
         except Exception as error:

@@ -54,6 +54,18 @@ def add_conversation_options(parser: argparse.ArgumentParser) -> None:
         "conversation (quicksilver with no command: talk to it; Ctrl-C quits)"
     )
     mode.add_argument(
+        "--no-ui",
+        action="store_true",
+        help="print one line per turn instead of opening the terminal app (what happens "
+        "anyway when the input or output is not a terminal)",
+    )
+    mode.add_argument(
+        "--booth",
+        action="store_true",
+        help="demo booth: a large canvas, example questions as hints, no settings keys, and "
+        "the conversation starts afresh after booth_reset_s idle seconds",
+    )
+    mode.add_argument(
         "--text",
         action="store_true",
         help="type the questions instead of speaking them (no microphone needed); one per "
@@ -192,15 +204,20 @@ def _startup_failure(error) -> int:
 
 
 def run_conversation(args: argparse.Namespace, settings: Settings) -> int:
-    """``quicksilver [--text] [--mute]``: the conversation, until Ctrl-C or Ctrl-D."""
+    """``quicksilver [--text] [--mute] [--booth] [--no-ui]``: the conversation, in the
+    terminal app on a terminal, else one line per turn; until the user quits."""
     from quicksilver.assistant import StartupError, Wiring, build_session
     from quicksilver.audio.devices import AudioDeviceError
 
     typed = args.text
     output = "none" if args.mute else "speaker"
     wiring = Wiring(microphone=not typed, speech=not typed, output=output)
+    if not args.no_ui and sys.stdin.isatty() and sys.stdout.isatty():
+        from quicksilver.ui.app import run_app
+
+        return run_app(settings, wiring, booth=args.booth)
     try:
-        session = build_session(settings, wiring, notify=_note)
+        session = build_session(settings, wiring, progress=_note)
     except StartupError as error:
         return _startup_failure(error)
     printer = EventPrinter(sys.stdout, settings.show_thinking, echo_typed=not sys.stdin.isatty())
@@ -220,8 +237,10 @@ def run_conversation(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _note(note: str) -> None:
-    print(f"quicksilver: {note}", file=sys.stderr, flush=True)
+def _note(update) -> None:
+    """A part the conversation goes on without is said on stderr; the rest is silent."""
+    if update.state == "fallback":
+        print(f"quicksilver: {update.detail}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------- converse

@@ -7,8 +7,10 @@ import io
 import json
 import os
 import pty
+import queue
 import subprocess
 import sys
+import threading
 
 import numpy as np
 from quicksilver.assistant.events import Denoise
@@ -70,11 +72,16 @@ def test_quicksilver_converses_by_voice_and_stops_on_ctrl_c(pulse, espeak, reaso
              "--output-device", "pulse"],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
+        printed: queue.Queue[str] = queue.Queue()
+        reader = threading.Thread(target=lambda: [*map(printed.put, process.stdout)], daemon=True)
+        reader.start()
         try:
             lines = []
             while not any(line.startswith("  [") for line in lines):  # the turn's figures
-                line = process.stdout.readline()
-                assert line, f"quicksilver ended early: {process.stderr.read()}"
+                try:
+                    line = printed.get(timeout=90)
+                except queue.Empty:
+                    raise AssertionError(f"no turn within 90 s; printed {lines}") from None
                 lines.append(line)
                 if line.startswith("Listening"):
                     feed.say(np.concatenate([silence(0.3), espeak("Hello.")]))
@@ -119,7 +126,7 @@ def test_ctrl_c_leaves_no_half_drawn_status_line():
 
     out = Terminal()
     printer = EventPrinter(out)
-    printer(Denoise(1, 3, 16, "", "6 ░░░░ 7 is ░░.", 6))
+    printer(Denoise(1, 3, 16, "", "6 ░░░░ 7 is ░░.", 6, 3.5))
     assert "thinking 3/16" in out.getvalue()
     printer.close()  # what the command does on Ctrl-C
     assert out.getvalue().endswith("\r\033[K")
