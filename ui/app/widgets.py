@@ -182,10 +182,10 @@ class DenoiseCanvas(Static):
         if draft is None:
             return
         masked = self.get_component_rich_style("canvas--masked")
-        text = Text()
-        text.append(f"{draft.step}/{draft.total_steps}", self.get_component_rich_style(
-            "canvas--counter"))  # fmt: skip
-        text.append(f"  {draft.step_ms:.1f} ms\n")
+        text = Text("step ")
+        counter = self.get_component_rich_style("canvas--counter")
+        text.append(f"{draft.step}/{draft.total_steps}", counter)
+        text.append(f" · {draft.step_ms:.1f} ms\n")
         if draft.thinking:
             thinking = self.get_component_rich_style("canvas--thinking")
             if self.show_thinking:
