@@ -300,6 +300,9 @@ class Session:
 
     async def _answer_queue(self) -> None:
         while self._queue:
+            if self._active is not None:  # a spoken turn still being answered goes first
+                await asyncio.sleep(0.02)
+                continue
             turn = self._queue.popleft()
             if turn.source == "file":
                 self._publish(SpeechStarted(turn.id))

@@ -249,3 +249,17 @@ async def test_an_unplugged_microphone_is_reported_and_ends_the_session(
     (error,) = [e for e in events if isinstance(e, Error)]
     assert error.stage == "microphone" and "unplugged" in error.message and error.hint
     assert isinstance(events[0], Listening)
+
+
+async def test_a_question_typed_during_a_spoken_answer_waits_for_it(
+    espeak, reasoner, transcriber, voice
+):
+    session, mic, _ = voice_session(reasoner, transcriber, voice)
+    async with running(session) as events:
+        mic.say(espeak("Thank you."))
+        await events.wait_for(SpeakingStarted)
+        session.send(SubmitText("hello"))
+        await events.wait_for(TurnCompleted, count=2)
+    kinds = [(e.type, e.turn) for e in events.events if e.type != "AudioLevel"]
+    assert kinds.index(("SpeakingFinished", 1)) < kinds.index(("FinalTranscript", 2))
+    assert [e.record.source for e in events.of(TurnCompleted)] == ["voice", "text"]
