@@ -25,12 +25,12 @@ from quicksilver.assistant.commands import (
     UpdateSettings,
 )
 from quicksilver.assistant.config import Settings, load_settings
+from quicksilver.assistant.wiring import Progress, Wiring
 
 # Reached only when used, so a face that only reads settings does not import torch.
 _LAZY = {
     "Session": "session",
     "StartupError": "loading",
-    "Wiring": "factory",
     "build_session": "factory",
 }
 
@@ -46,6 +46,7 @@ __all__ = [
     "CancelTurn",
     "Command",
     "Mute",
+    "Progress",
     "PushToTalkDown",
     "PushToTalkUp",
     "ResetConversation",

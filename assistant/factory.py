@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import date
-from pathlib import Path
 from typing import Literal, TypeVar
 
 from quicksilver.assistant.config import Settings
@@ -25,46 +23,14 @@ from quicksilver.assistant.session import Session
 from quicksilver.assistant.stages import Speak, Think, Transcribe
 from quicksilver.assistant.transcript import TranscriptLog
 from quicksilver.assistant.transcript_writer import TranscriptWriter
+from quicksilver.assistant.wiring import Output, Progress, Wiring
 from quicksilver.audio.devices import AudioDeviceError, Microphone, Speaker, find_device
 from quicksilver.audio.stt import Transcriber
 from quicksilver.audio.tts import Voice
 from quicksilver.audio.wavfile import AudioFileError, check_output_path
 from quicksilver.engine import Engine
 
-Output = Literal["speaker", "file", "none"]
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Progress:
-    """How one part of a starting session is doing, for a face to show as it happens.
-
-    ``state``: ``loading``, ``ready``, ``failed`` (the session cannot start: a
-    :class:`StartupError` follows) or ``fallback`` (the session goes on without it; the
-    detail says how).
-    """
-
-    component: str  # engine, whisper, voice, microphone, speaker, output
-    state: Literal["loading", "ready", "failed", "fallback"]
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class Wiring:
-    """Where a session's questions come from and where its answers go.
-
-    ``microphone``: listen on ``settings.input_device``. ``speech``: load Whisper even
-    without a microphone, for :class:`~quicksilver.assistant.commands.SubmitAudio`.
-    ``output``: play answers on ``settings.output_device``, write them all to
-    ``output_path`` (a WAV file), or keep them as text; an output given to
-    :func:`build_session` takes the place of all three.
-    """
-
-    microphone: bool = True
-    speech: bool = True
-    output: Output = "speaker"
-    output_path: Path | None = None
-    log: bool = True  # append completed turns to settings.log_path
 
 
 def engine_memory(engine: Engine, settings: Settings) -> Memory:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
 from quicksilver.assistant.commands import (
@@ -42,7 +43,7 @@ from quicksilver.assistant.events import (
     SpeechStarted,
     TurnMetrics,
 )
-from quicksilver.assistant.factory import Progress, Wiring
+from quicksilver.assistant.wiring import Progress, Wiring
 from quicksilver.ui.app.widgets import Conversation, DenoiseCanvas, StartupPanel, StatusBar
 from textual import work
 from textual.app import App, ComposeResult
@@ -90,7 +91,7 @@ class HelpScreen(ModalScreen[None]):
 class QuicksilverApp(App[int]):
     """``quicksilver``'s screen: the conversation, the answer forming, the status."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "Quicksilver"
     AUTO_FOCUS = None  # the keys work from the start; / goes to the question box
     BINDINGS: ClassVar[list[BindingType]] = [

@@ -18,7 +18,7 @@ from quicksilver.assistant.events import (
     Denoise,
     TurnMetrics,
 )
-from quicksilver.assistant.factory import Progress
+from quicksilver.assistant.wiring import Progress
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.message import Message
@@ -138,6 +138,7 @@ class DenoiseCanvas(Static):
         self.frames_drawn: dict[int, int] = {}  # turn -> drafts shown, for the curious
         self._queue: deque[Draft | AnswerReady] = deque()
         self._current: Draft | None = None
+        self._lines = 0  # lines of the draft last drawn
 
     def on_mount(self) -> None:
         self.set_interval(FRAME_S, self._next_frame)
@@ -194,7 +195,10 @@ class DenoiseCanvas(Static):
             else:
                 text.append("(reasoning hidden: r shows it)\n", thinking)
         text.append_text(_with_masks(draft.text, None, masked))
-        self.update(text)
+        # the screen's layout is redone only when the draft's shape changes, not per step
+        lines = len(text.wrap(self.app.console, max(self.content_size.width, 1)))
+        self.update(text, layout=lines != self._lines)
+        self._lines = lines
 
 
 def _with_masks(draft: str, style, masked_style) -> Text:
