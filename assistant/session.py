@@ -94,11 +94,12 @@ def find_utterances(samples, vad: VadConfig) -> list[SpeechEnd]:
 
 
 class Session:
-    """A conversation with one user; see the module docstring.
+    """A conversation with one user; see the module docstring. Build it with
+    :func:`~quicksilver.assistant.factory.build_session`.
 
-    ``transcriber`` makes spoken turns possible (a microphone, :class:`SubmitAudio`);
-    ``speaker`` (an output and the voice that fills it) makes answers heard. Completed
-    turns go to ``memory`` and out as :class:`TurnCompleted` events, which the
+    ``think`` answers (and holds the memory); ``transcribe`` makes spoken turns possible
+    (a ``microphone``, :class:`SubmitAudio`); ``speak`` makes answers heard. Completed
+    turns go to the memory and out as :class:`TurnCompleted` events, which the
     transcript log subscribes to.
     """
 

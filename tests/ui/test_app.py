@@ -9,13 +9,22 @@ import time
 
 import pytest
 from quicksilver.assistant.config import Settings
-from quicksilver.assistant.events import Denoise, Interrupted, SpeakingStarted, TurnCompleted
+from quicksilver.assistant.events import (
+    Denoise,
+    FinalTranscript,
+    Interrupted,
+    PartialTranscript,
+    SpeakingStarted,
+    SpeechStarted,
+    TurnCompleted,
+)
 from quicksilver.assistant.factory import Wiring, build_session
 from quicksilver.ui.app import QuicksilverApp
 from quicksilver.ui.app.widgets import (
     AssistantMessage,
     Conversation,
     DenoiseCanvas,
+    StartupPanel,
     StatusBar,
     UserMessage,
 )
@@ -68,6 +77,11 @@ async def test_a_typed_question_forms_step_by_step_then_joins_the_conversation(r
         (message,) = answers_shown(app)
         (question,) = app.query(UserMessage)
         status = app.query_one(StatusBar)
+        await pilot.resize_terminal(80, 24)  # the smallest supported, then back
+        await pilot.pause(0.1)
+        assert message.region.width > 0 and message.region.y < 24
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause(0.1)
 
     steps = events.of(Denoise, 1)
     assert [d.step for d in steps] == list(range(1, len(steps) + 1)) and len(steps) > 1
@@ -131,6 +145,8 @@ async def test_without_a_microphone_the_app_offers_typing(reasoner, transcriber)
         await started(pilot, app)
         notes = [str(n.render()) for n in app.query(Conversation).first().children]
         assert app.session.microphone is None
+        parts = app.query_one(StartupPanel).parts  # what the start-up panel showed
+        assert parts["microphone"][0] == "failed" and parts["engine"][0] == "ready"
         await ask(pilot, "hello")
         await until(pilot, lambda: answers_shown(app), what="a typed answer")
         (message,) = answers_shown(app)
@@ -157,3 +173,22 @@ async def test_booth_mode_starts_afresh_after_idle_and_has_no_settings_keys(reas
             what="another example question as the hint",
         )  # fmt: skip
     assert app.has_class("booth")
+
+
+async def test_a_partial_transcript_is_replaced_by_the_final_one(reasoner):
+    build = functools.partial(build_session, engine=reasoner)
+    app = QuicksilverApp(Settings(steps=8), TYPED, build=build)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await started(pilot, app)
+        for event in (SpeechStarted(1), PartialTranscript(1, "what is seven"),
+                      PartialTranscript(1, "what is seventeen times")):  # fmt: skip
+            app.show_event(event)
+        await pilot.pause(0.1)
+        (partial,) = app.query(UserMessage)
+        assert partial.has_class("partial") and "seventeen times" in str(partial.render())
+        assert app.query_one(StatusBar).state == "hearing you"
+        app.show_event(FinalTranscript(1, "What is 17 times 3?", "voice"))
+        await pilot.pause(0.1)
+        (final,) = app.query(UserMessage)
+    assert final is partial and not final.has_class("partial")
+    assert str(final.render()) == "What is 17 times 3?"
