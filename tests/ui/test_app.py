@@ -147,6 +147,7 @@ async def test_without_a_microphone_the_app_offers_typing(reasoner, transcriber)
         assert app.session.microphone is None
         parts = app.query_one(StartupPanel).parts  # what the start-up panel showed
         state, detail = parts["microphone"][:2]
+        # no sound server in this process: no device at all; with one: none of that name
         assert state == "failed" and "no input device" in detail
         await ask(pilot, "hello")
         await until(pilot, lambda: answers_shown(app), what="a typed answer")
