@@ -169,25 +169,34 @@ class QuicksilverApp(App[int]):
         from quicksilver.assistant import StartupError, build_session
 
         build = self._build or build_session
-        panel = self.query_one(StartupPanel)
+        panel, status = self.query_one(StartupPanel), self.query_one(StatusBar)
 
         def progress(update: Progress) -> None:
-            self.call_from_thread(panel.show, update)
+            self._from_thread(panel.show, update)
             if update.state == "fallback":  # said in the conversation too: it stays
-                self.call_from_thread(self._note, update.detail.capitalize(), "error")
+                self._from_thread(self._note, update.detail.capitalize(), "error")
 
         try:
             session = build(self.settings, wiring, progress=progress)
         except StartupError as error:
             if error.component == "microphone" and wiring.microphone:
                 note = f"No microphone ({error}); type your questions after /."
-                self.call_from_thread(self._note, note, "error")
+                self._from_thread(self._note, note, "error")
                 self.start_session(dataclasses.replace(wiring, microphone=False, speech=False))
                 return
-            self.call_from_thread(self._note, f"Quicksilver cannot start: {error}", "error")
-            self.call_from_thread(self.query_one(StatusBar).set_state, "stopped")
+            self._from_thread(self._note, f"Quicksilver cannot start: {error}", "error")
+            self._from_thread(status.set_state, "stopped")
             return
-        self.call_from_thread(self._session_ready, session, wiring)
+        if not self._from_thread(self._session_ready, session, wiring):
+            session.close()  # the user quit while it was loading
+
+    def _from_thread(self, callback: Callable[..., Any], *args: Any) -> bool:
+        """Run ``callback`` on the screen's loop; False when the app has already gone."""
+        try:
+            self.call_from_thread(callback, *args)
+        except RuntimeError:  # the app is no longer running
+            return False
+        return True
 
     def _session_ready(self, session, wiring: Wiring) -> None:
         self.session = session
