@@ -332,21 +332,25 @@ class Session:
                 self._start(turn)
         elif isinstance(signal, Resumed):
             self._drop_speculation()
-        elif isinstance(signal, Ended | Held) and self._utterance is not None:
-            turn = self._speculation
+        elif isinstance(signal, Ended) and self._utterance is not None:
+            # the attempt started at the pause, if the user did not go on, else a new one
+            turn = self._speculation or Turn(self._utterance, "voice", audio=signal.end.audio)
             self._speculation = None
-            if isinstance(signal, Held):
-                turn = Turn(self._utterance, "voice", audio=signal.audio)
-                turn.clock.speech_ended = turn.clock.endpoint = signal.released
-            elif turn is None:
-                turn = Turn(self._utterance, "voice", audio=signal.end.audio)
-            if isinstance(signal, Ended):
-                turn.clock.speech_ended, turn.clock.endpoint = signal.speech_ended, signal.detected
-            if not turn.tasks:
-                self._start(turn)
-            self._utterance = None
-            self._confirm(turn)
-            turn.tasks.append(self._spawn(self._complete(turn)))
+            turn.clock.speech_ended, turn.clock.endpoint = signal.speech_ended, signal.detected
+            self._answer_utterance(turn)
+        elif isinstance(signal, Held) and self._utterance is not None:
+            self._drop_speculation()
+            turn = Turn(self._utterance, "voice", audio=signal.audio)
+            turn.clock.speech_ended = turn.clock.endpoint = signal.released
+            self._answer_utterance(turn)
+
+    def _answer_utterance(self, turn: Turn) -> None:
+        """The utterance is over: ``turn`` answers it (started already, or from now)."""
+        if not turn.tasks:
+            self._start(turn)
+        self._utterance = None
+        self._confirm(turn)
+        turn.tasks.append(self._spawn(self._complete(turn)))
 
     def _new_utterance(self) -> None:
         self.turn += 1

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TextIO
 
+from quicksilver.assistant.commands import Command, SubmitAudio, SubmitText
 from quicksilver.assistant.config import Settings
 from quicksilver.assistant.events import (
     AnswerReady,
@@ -170,28 +171,25 @@ async def stdin_lines() -> AsyncIterator[str]:
         yield line
 
 
-async def answer_lines(session, lines: AsyncIterator[str]) -> None:
-    """Send each non-blank line as a question; stop once the last one is answered."""
-    from quicksilver.assistant.commands import SubmitText
-
+async def answer_all(session, commands: AsyncIterator[Command]) -> None:
+    """Run ``session``, send it each command as it comes, and stop it once every one
+    is answered (the end of typed input, or of a recording's utterances)."""
     running = asyncio.ensure_future(session.run())
+    async for command in commands:
+        session.send(command)
+    await session.idle()
+    session.stop()
+    await running
+
+
+async def typed_questions(lines: AsyncIterator[str]) -> AsyncIterator[Command]:
     async for line in lines:
-        if line.strip():
-            session.send(SubmitText(line))
-    await session.idle()
-    session.stop()
-    await running
+        if line.strip():  # an empty line in a terminal is no question
+            yield SubmitText(line)
 
 
-async def answer_recording(session, samples) -> None:
-    """Send a recording; stop once its last utterance is answered."""
-    from quicksilver.assistant.commands import SubmitAudio
-
-    running = asyncio.ensure_future(session.run())
-    session.send(SubmitAudio(samples))
-    await session.idle()
-    session.stop()
-    await running
+async def recording(samples) -> AsyncIterator[Command]:
+    yield SubmitAudio(samples)
 
 
 def _fail(message: str) -> int:
@@ -225,7 +223,7 @@ def run_conversation(args: argparse.Namespace, settings: Settings) -> int:
     try:
         if typed:
             print("Type a question and press Enter; Ctrl-D quits.", flush=True)
-            asyncio.run(answer_lines(session, stdin_lines()))
+            asyncio.run(answer_all(session, typed_questions(stdin_lines())))
         else:
             print("Listening: ask a question; Ctrl-C quits.", flush=True)
             asyncio.run(session.run())
@@ -295,7 +293,7 @@ def cmd_converse(args: argparse.Namespace, settings: Settings) -> int:
     report = TurnReport(args.json, settings.show_thinking, output)
     session.subscribe(report)
     try:
-        asyncio.run(answer_recording(session, samples))
+        asyncio.run(answer_all(session, recording(samples)))
     finally:
         session.close()
     if report.turns == 0:
