@@ -186,7 +186,6 @@ async def ask_all(session: Session, questions: list[str]) -> Recorder:
     async with running(session) as recorder:
         for question in questions:
             session.send(SubmitText(question))
-        await asyncio.sleep(0.05)
         await session.idle()
         await asyncio.sleep(0.05)  # the log writer's thread reports back on the loop
     return recorder
