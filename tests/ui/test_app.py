@@ -175,6 +175,7 @@ async def test_booth_mode_starts_afresh_after_idle_and_has_no_settings_keys(reas
             what="another example question as the hint",
         )  # fmt: skip
     assert app.has_class("booth")
+    assert not app.check_action("quit", ()) and app.check_action("stop", ())  # Ctrl-C quits
 
 
 async def test_a_partial_transcript_is_replaced_by_the_final_one(reasoner):

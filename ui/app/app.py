@@ -102,7 +102,7 @@ class QuicksilverApp(App[int]):
         Binding("escape", "cancel", "cancel", key_display="esc"),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit"),
-        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
+        Binding("ctrl+c", "stop", "quit", show=False, priority=True),
     ]
     BOOTH_HIDDEN: ClassVar[frozenset[str]] = frozenset({"mute", "reasoning", "quit"})
 
@@ -314,6 +314,10 @@ class QuicksilverApp(App[int]):
             and self.check_action(binding.action, ())
         ]
         self.push_screen(HelpScreen(keys))
+
+    async def action_stop(self) -> None:
+        """Ctrl-C: quit, in booth mode too."""
+        await self.action_quit()
 
     async def action_quit(self) -> None:
         """Stop the session (its log complete) and leave."""
