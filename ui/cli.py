@@ -21,6 +21,7 @@ from quicksilver.ui.conversation import (
     run_conversation,
 )
 from quicksilver.ui.flags import ENGINE, add_setting_flags, settings_from
+from quicksilver.ui.server.commands import add_server_commands
 
 
 def _version() -> str:
@@ -523,6 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_audio_commands(sub)
     _add_assistant_commands_admin(sub)
     add_converse_command(sub)
+    add_server_commands(sub)
     return parser
 
 

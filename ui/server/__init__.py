@@ -1,0 +1,1 @@
+"""The websocket face: ``quicksilver serve`` and its reference client (docs/protocol.md)."""

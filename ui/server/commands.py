@@ -1,0 +1,116 @@
+"""``quicksilver serve`` and ``quicksilver client``: the websocket face on the command line.
+
+Arguments are checked before anything loads; websockets and the models are imported
+inside the commands so that ``quicksilver --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from quicksilver.assistant.config import Settings
+from quicksilver.ui.flags import add_setting_flags
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    """Load the models once, then serve websocket clients until Ctrl-C."""
+    from quicksilver.assistant.loading import (
+        StartupError,
+        load_engine,
+        load_transcriber,
+        load_voice,
+    )
+    from quicksilver.ui.server.service import Models, ServerConfig, Service
+
+    config = ServerConfig(
+        host=args.host,
+        port=args.port,
+        token=args.token,
+        allow_origins=tuple(args.allow_origin),
+        log=args.log,
+    )
+    config.check()
+    try:
+        print("loading the models…", file=sys.stderr)
+        models = Models(
+            load_engine(settings.model, settings.device),
+            load_transcriber(settings.whisper_model),
+            load_voice(settings.voice),
+        )
+    except StartupError as error:
+        print(f"quicksilver serve: {error}", file=sys.stderr)
+        return 1
+
+    async def serve() -> None:
+        async with Service(settings, config, models) as service:
+            print(f"listening on {service.url} (Ctrl-C stops)", file=sys.stderr)
+            await service.serve_forever()
+
+    asyncio.run(serve())
+    return 0
+
+
+def cmd_client(args: argparse.Namespace, settings: Settings) -> int:
+    """Ask one question of a running server; print its events, write its audio."""
+    from quicksilver.audio.wavfile import check_output_path, read_wav, write_wav
+    from quicksilver.ui.server.client import ask, describe
+
+    if (args.question is None) == (args.wav is None):
+        raise ValueError("give a QUESTION or --wav Q.wav, not both")
+    if args.output:
+        check_output_path(args.output)
+    samples = read_wav(args.wav) if args.wav else None
+    try:
+        reply = asyncio.run(
+            ask(
+                args.url,
+                text=args.question,
+                samples=samples,
+                token=args.token,
+                timeout=args.timeout,
+                on_event=lambda event: print(describe(event), flush=True),
+            )
+        )
+    except (OSError, TimeoutError) as error:
+        print(f"quicksilver client: {args.url}: {error or 'no answer in time'}", file=sys.stderr)
+        return 1
+    if args.output:
+        write_wav(args.output, reply.samples, reply.sample_rate)
+        print(f"wrote the answer audio to {args.output}", file=sys.stderr)
+    return 0 if reply.done is not None else 1
+
+
+def add_server_commands(sub: argparse._SubParsersAction) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="the realtime websocket service (protocol: docs/protocol.md)",
+        description="Serve conversations over websockets: the models load once and every "
+        "connection gets its own session. Binds 127.0.0.1 unless told otherwise; binding "
+        "another address needs --token.",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    serve.add_argument("--token", help="clients must send it: Authorization: Bearer T or ?token=T")
+    serve.add_argument(
+        "--allow-origin", action="append", default=[], metavar="URL",
+        help="a browser origin allowed besides the server's own (repeatable)",
+    )  # fmt: skip
+    serve.add_argument("--log", action="store_true", help="log every connection's turns")
+    add_setting_flags(serve)
+    serve.set_defaults(func=cmd_serve)
+
+    client = sub.add_parser(
+        "client",
+        help="ask a running `quicksilver serve` one question and print its events",
+        description="The reference client: sends a typed QUESTION or a WAV file (streamed "
+        "as 20 ms PCM16 chunks), prints every event as one line and writes the answer audio.",
+    )
+    client.add_argument("question", nargs="?", help="a typed question")
+    client.add_argument("--wav", help="a spoken question, a WAV file")
+    client.add_argument("--url", default="ws://127.0.0.1:8765", help="the server")
+    client.add_argument("--token", help="the server's --token")
+    client.add_argument("--output", help="write the answer audio to this WAV file")
+    client.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
+    client.set_defaults(func=cmd_client)

@@ -1,0 +1,347 @@
+"""The realtime websocket service: one set of models, one session per connection.
+
+Loading the engine, Whisper and the voice takes seconds and memory, so they are loaded
+once and shared; each connection gets its own session (its own memory, no log unless
+asked) whose microphone is the audio the client pushes and whose output turns played
+answers into ``response.audio.delta`` messages. Everything a connection sends goes
+through a bounded queue drained by its own task, so a client that reads slowly is
+dropped instead of delaying the session or the other clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import itertools
+import json
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from http import HTTPStatus
+from urllib.parse import parse_qs, urlsplit
+
+import numpy as np
+from quicksilver.assistant.commands import Mute, Unmute
+from quicksilver.assistant.config import Settings
+from quicksilver.assistant.factory import build_session
+from quicksilver.assistant.session import Session
+from quicksilver.assistant.wiring import Wiring
+from quicksilver.audio.devices import AudioDeviceError
+from quicksilver.audio.stt import Transcriber
+from quicksilver.audio.tts import Voice
+from quicksilver.engine import Engine
+from quicksilver.ui.server.protocol import (
+    INPUT_RATE,
+    Append,
+    Clear,
+    Commit,
+    ProtocolError,
+    Translator,
+    error_message,
+    parse,
+)
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+log = logging.getLogger(__name__)
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+SLOW_READER = 1008  # close code (policy violation) for a client whose queue overflowed
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Where the service listens and what it allows."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765  # 0: any free port (the tests)
+    token: str | None = None  # required of clients when set
+    allow_origins: tuple[str, ...] = ()  # browser origins besides the server's own
+    max_message_bytes: int = 1 << 20  # larger messages close the connection (1009)
+    send_queue: int = 1024  # messages waiting for a client; beyond: it is dropped
+    max_buffered_s: float = 60.0  # pushed audio not yet heard; beyond: refused
+    max_clients: int = 16
+    log: bool = False  # append each connection's turns to the settings' log
+
+    def check(self) -> None:
+        """Refuse a configuration that exposes the assistant without a token."""
+        if self.host not in LOOPBACK and not self.token:
+            raise ValueError(f"binding {self.host} needs --token: anyone could reach it")
+
+
+@dataclass(frozen=True)
+class Models:
+    """What every connection's session shares."""
+
+    engine: Engine
+    transcriber: Transcriber
+    voice: Voice
+
+
+class PushMicrophone:
+    """A frame source fed by the client: :meth:`read` returns the pushed frames in order
+    and raises :class:`AudioDeviceError` once closed."""
+
+    def __init__(self, max_buffered_s: float) -> None:
+        self._frames: queue.Queue[np.ndarray | None] = queue.Queue()
+        self._limit = int(max_buffered_s * INPUT_RATE)
+        self._buffered = 0
+        self._lock = threading.Lock()
+
+    def push(self, samples: np.ndarray) -> bool:
+        """Queue audio for the ear; False (nothing queued) when too much is waiting."""
+        with self._lock:
+            if self._buffered + samples.size > self._limit:
+                return False
+            self._buffered += samples.size
+        self._frames.put(samples)
+        return True
+
+    def clear(self) -> None:
+        """Drop the audio not yet read."""
+        while True:
+            try:
+                frame = self._frames.get_nowait()
+            except queue.Empty:
+                return
+            if frame is None:  # closed: keep the mark for read
+                self._frames.put(None)
+                return
+            self._taken(frame)
+
+    def read(self) -> np.ndarray:
+        frame = self._frames.get()
+        if frame is None:
+            self._frames.put(None)
+            raise AudioDeviceError("the client has disconnected")
+        self._taken(frame)
+        return frame
+
+    def close(self) -> None:
+        self._frames.put(None)
+
+    def _taken(self, frame: np.ndarray) -> None:
+        with self._lock:
+            self._buffered -= frame.size
+
+
+class StreamOutput:
+    """An audio output that hands each answer chunk to ``send`` (the client plays it);
+    ``played_s`` counts what was sent, so a barge-in keeps the words already sent."""
+
+    def __init__(self, sample_rate: int, send: Callable[[np.ndarray], None]) -> None:
+        self.sample_rate = sample_rate
+        self._send = send
+        self._samples = 0
+
+    def play(self, samples: np.ndarray) -> None:
+        self._samples += len(samples)
+        self._send(samples)
+
+    def stop(self) -> float:
+        return self.played_s
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return True
+
+    @property
+    def played_s(self) -> float:
+        return self._samples / self.sample_rate
+
+    def close(self) -> None:
+        """Nothing to release: the audio is already with the client."""
+
+
+class Service:
+    """The websocket server; ``async with Service(...) as service`` listens on
+    ``service.port`` until the block ends."""
+
+    def __init__(self, settings: Settings, config: ServerConfig, models: Models) -> None:
+        config.check()
+        self.settings = settings
+        self.config = config
+        self.models = models
+        self.port = config.port
+        self._origins: frozenset[str] = frozenset()
+        self._connections: set[ServerConnection] = set()
+        self._ids = itertools.count(1)
+        self._server: Server | None = None
+
+    async def __aenter__(self) -> Service:
+        self._server = await serve(
+            self._connection,
+            self.config.host,
+            self.config.port,
+            process_request=self._admit,
+            max_size=self.config.max_message_bytes,
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        hosts = LOOPBACK if self.config.host in LOOPBACK else {self.config.host}
+        own = {_origin(host, self.port) for host in hosts}
+        self._origins = frozenset(own | set(self.config.allow_origins))
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._server.close()
+        await self._server.wait_closed()
+
+    async def serve_forever(self) -> None:
+        await self._server.serve_forever()
+
+    @property
+    def url(self) -> str:
+        return f"ws://{self.config.host}:{self.port}"
+
+    # ------------------------------------------------------------------ admission
+
+    def _admit(self, connection: ServerConnection, request: Request) -> Response | None:
+        """Refuse before any work: a wrong token, a foreign page, too many clients."""
+        if self.config.token is not None and not self._token_ok(request):
+            return connection.respond(
+                HTTPStatus.UNAUTHORIZED,
+                "a valid token is required: Authorization: Bearer TOKEN or ?token=TOKEN\n",
+            )
+        origin = request.headers.get("Origin")
+        if origin is not None and origin not in self._origins:
+            return connection.respond(
+                HTTPStatus.FORBIDDEN, f"origin {origin} is not allowed (see --allow-origin)\n"
+            )
+        if len(self._connections) >= self.config.max_clients:
+            return connection.respond(
+                HTTPStatus.SERVICE_UNAVAILABLE,
+                f"the server is full ({self.config.max_clients} clients); try again later\n",
+            )
+        return None
+
+    def _token_ok(self, request: Request) -> bool:
+        header = request.headers.get("Authorization", "")
+        given = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else ""
+        if not given:
+            given = parse_qs(urlsplit(request.path).query).get("token", [""])[0]
+        return hmac.compare_digest(given.encode(), self.config.token.encode())
+
+    # ------------------------------------------------------------------ one client
+
+    async def _connection(self, websocket: ServerConnection) -> None:
+        self._connections.add(websocket)
+        try:
+            await Connection(self, websocket).run()
+        finally:
+            self._connections.discard(websocket)
+
+
+def _origin(host: str, port: int) -> str:
+    """The origin of a page served from ``host:port``."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+class Connection:
+    """One client: its session, its microphone, its bounded outbox."""
+
+    def __init__(self, service: Service, websocket: ServerConnection) -> None:
+        self.service = service
+        self.websocket = websocket
+        self.id = f"sess_{next(service._ids)}"
+        self.outbox: asyncio.Queue[dict] = asyncio.Queue(service.config.send_queue)
+        self.translator = Translator()
+        self.microphone = PushMicrophone(service.config.max_buffered_s)
+        models = service.models
+        output = StreamOutput(models.voice.sample_rate, self._audio)
+        self.session: Session = build_session(
+            service.settings,
+            Wiring(log=service.config.log),
+            engine=models.engine,
+            transcriber=models.transcriber,
+            voice=models.voice,
+            microphone=self.microphone,
+            output=output,
+        )
+        self._dropping: asyncio.Task | None = None
+
+    async def run(self) -> None:
+        """Serve the client until it goes; then stop its session and release it."""
+        self.session.subscribe(lambda event: self._post(self.translator.messages(event)))
+        sender = asyncio.create_task(self._send())
+        running = asyncio.create_task(self.session.run())
+        self._post([{"type": "session.created", "session": self._description()}])
+        try:
+            async for raw in self.websocket:
+                self._receive(raw)
+        except ConnectionClosed:
+            pass
+        finally:
+            self.session.stop()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(running, 30)
+            self.session.close()
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sender
+            if self._dropping is not None:
+                await self._dropping
+
+    def _description(self) -> dict:
+        settings, models = self.session.settings, self.service.models
+        return {
+            "id": self.id,
+            "model": settings.model,
+            "voice": settings.voice,
+            "steps": settings.steps or models.engine.sampler.steps,
+            "input_audio_format": "pcm16",
+            "input_sample_rate": INPUT_RATE,
+            "output_audio_format": "pcm16",
+            "output_sample_rate": models.voice.sample_rate,
+        }
+
+    def _receive(self, raw: str | bytes) -> None:
+        try:
+            request = parse(raw)
+        except ProtocolError as error:
+            self._post([error_message(error.code, str(error), error.event_id)])
+            return
+        if isinstance(request, Append):
+            if not self.microphone.push(request.samples):
+                self._post([error_message(
+                    "audio_overflow",
+                    f"more than {self.service.config.max_buffered_s:g} s of audio waiting; "
+                    "send it at about real time",
+                )])  # fmt: skip
+        elif isinstance(request, Commit):
+            silence = self.session.settings.hangover_ms + 200  # ms: the VAD's hang-over, and some
+            self.microphone.push(np.zeros(silence * INPUT_RATE // 1000, np.float32))
+            self._post([{"type": "input_audio_buffer.committed"}])
+        elif isinstance(request, Clear):
+            self.microphone.clear()
+            self.session.send(Mute())
+            self.session.send(Unmute())
+            self._post([{"type": "input_audio_buffer.cleared"}])
+        else:
+            self.session.send(request)
+
+    def _audio(self, samples: np.ndarray) -> None:
+        self._post(self.translator.audio(samples))
+
+    def _post(self, messages: list[dict]) -> None:
+        """Queue messages for the client without waiting; a full queue drops the client."""
+        for message in messages:
+            if self._dropping is not None:
+                return
+            try:
+                self.outbox.put_nowait(message)
+            except asyncio.QueueFull:
+                log.warning("%s: the client reads too slowly; dropping it", self.id)
+                reason = "send queue full: the client reads too slowly"
+                self._dropping = asyncio.create_task(self.websocket.close(SLOW_READER, reason))
+
+    async def _send(self) -> None:
+        numbers = itertools.count(1)
+        try:
+            while True:
+                message = await self.outbox.get()
+                event = {"event_id": f"event_{next(numbers)}", **message}
+                await self.websocket.send(json.dumps(event))
+        except ConnectionClosed:
+            pass
