@@ -67,6 +67,12 @@ class Settings:
     booth_reset_s: int = field(default=60, metadata={"minimum": 1})
 
 
+# Settings a running session takes on; the others choose what it was built from.
+LIVE_SETTINGS = frozenset(
+    {"steps", "headset", "hangover_ms", "speculative_ms", "context_tokens", "max_turns",
+     "show_thinking", "booth_reset_s"}
+)  # fmt: skip
+
 FIELD_TYPES: dict[str, Any] = typing.get_type_hints(Settings)
 NAMES: tuple[str, ...] = tuple(f.name for f in fields(Settings))
 MINIMUMS: dict[str, int] = {f.name: f.metadata["minimum"] for f in fields(Settings) if f.metadata}

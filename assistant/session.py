@@ -36,7 +36,7 @@ from quicksilver.assistant.commands import (
     Unmute,
     UpdateSettings,
 )
-from quicksilver.assistant.config import Settings, changed_settings
+from quicksilver.assistant.config import LIVE_SETTINGS, Settings, changed_settings
 from quicksilver.assistant.events import (
     AnswerReady,
     AudioLevel,
@@ -80,11 +80,6 @@ log = logging.getLogger(__name__)
 
 Subscriber = Callable[[Event], None]
 MICROPHONE_HINT = "reconnect the microphone and start again, or type your questions"
-# Settings a running session takes on; the others choose what it was built from.
-LIVE_SETTINGS = frozenset(
-    {"steps", "headset", "hangover_ms", "speculative_ms", "context_tokens", "max_turns",
-     "show_thinking", "booth_reset_s"}
-)  # fmt: skip
 
 
 def find_utterances(samples, vad: VadConfig) -> list[SpeechEnd]:

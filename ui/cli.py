@@ -21,7 +21,7 @@ from quicksilver.ui.conversation import (
     run_conversation,
 )
 from quicksilver.ui.flags import ENGINE, add_setting_flags, settings_from
-from quicksilver.ui.server.commands import add_server_commands
+from quicksilver.ui.server.cli import add_server_commands
 
 
 def _version() -> str:

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 from quicksilver.assistant.commands import CancelTurn, Command, SubmitText, UpdateSettings
+from quicksilver.assistant.config import LIVE_SETTINGS
 from quicksilver.assistant.events import (
     AnswerReady,
     Denoise,
@@ -57,7 +58,6 @@ from quicksilver.assistant.events import (
     SpeechStarted,
     TurnCompleted,
 )
-from quicksilver.assistant.session import LIVE_SETTINGS
 
 INPUT_RATE = 16000  # Hz of input_audio_buffer.append's PCM16
 
