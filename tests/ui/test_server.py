@@ -40,9 +40,12 @@ async def receive(websocket: ClientConnection, timeout: float = 10.0) -> dict:
 async def receive_until(websocket: ClientConnection, kind: str, timeout: float) -> list[dict]:
     """Every event up to and including the first of type ``kind``."""
     events: list[dict] = []
-    async with asyncio.timeout(timeout):
+
+    async def collect() -> None:
         while not events or events[-1]["type"] != kind:
             events.append(json.loads(await websocket.recv()))
+
+    await asyncio.wait_for(collect(), timeout)
     return events
 
 
@@ -134,8 +137,11 @@ async def test_a_client_gone_mid_answer_does_not_stop_the_server(service: Servic
         await receive(websocket)
         await websocket.send(json.dumps(text_item("what is 17 times 3")))
         await receive_until(websocket, "response.draft", TURN_S)
-    async with asyncio.timeout(30):
+
+    async def released() -> None:
         while service._connections:  # its session was stopped and closed
             await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(released(), 30)
     reply = await ask(service.url, text="what is 2 plus 2", token="secret", timeout=TURN_S)
     assert reply.done["response"]["status"] == "completed"

@@ -80,22 +80,31 @@ async def ask(
     """Ask one question (typed ``text`` or 16 kHz ``samples``) and read until the
     answer is done or an ``error`` comes; raises ``TimeoutError`` after ``timeout`` seconds."""
     headers = {"Authorization": f"Bearer {token}"} if token else None
-    async with asyncio.timeout(timeout):
-        async with connect(url, additional_headers=headers, max_size=None) as websocket:
-            reply = Reply()
-            created = await _next(websocket, reply, on_event)
-            reply.sample_rate = created["session"]["output_sample_rate"]
-            if text is not None:
-                await websocket.send(json.dumps(text_item(text)))
-            else:
-                for chunk in audio_chunks(samples):
-                    await websocket.send(json.dumps(chunk))
-                await websocket.send(json.dumps({"type": "input_audio_buffer.commit"}))
-            while reply.done is None and reply.error is None:
-                event = await _next(websocket, reply, on_event)
-                if event["type"] == "response.audio.delta":
-                    reply.audio.append(decode_audio(event["delta"]))
-            return reply
+    return await asyncio.wait_for(_ask(url, headers, text, samples, on_event), timeout)
+
+
+async def _ask(
+    url: str,
+    headers: dict[str, str] | None,
+    text: str | None,
+    samples: np.ndarray | None,
+    on_event: Callable[[dict], None],
+) -> Reply:
+    async with connect(url, additional_headers=headers, max_size=None) as websocket:
+        reply = Reply()
+        created = await _next(websocket, reply, on_event)
+        reply.sample_rate = created["session"]["output_sample_rate"]
+        if text is not None:
+            await websocket.send(json.dumps(text_item(text)))
+        else:
+            for chunk in audio_chunks(samples):
+                await websocket.send(json.dumps(chunk))
+            await websocket.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        while reply.done is None and reply.error is None:
+            event = await _next(websocket, reply, on_event)
+            if event["type"] == "response.audio.delta":
+                reply.audio.append(decode_audio(event["delta"]))
+        return reply
 
 
 async def _next(websocket: ClientConnection, reply: Reply, on_event: Callable) -> dict:
