@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,18 +18,30 @@ from quicksilver.assistant.config import Settings
 from quicksilver.ui.server.client import ask, audio_chunks, text_item
 from quicksilver.ui.server.service import Models, ServerConfig, Service
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 pytestmark = pytest.mark.asyncio
 
 TURN_S = 120.0  # the slowest a whole turn may take on this machine's CPU
 
 
-@pytest_asyncio.fixture
-async def service(reasoner, transcriber, voice, tmp_path) -> AsyncIterator[Service]:
+@pytest.fixture
+def models(reasoner, transcriber, voice) -> Models:
+    return Models(reasoner, transcriber, voice)
+
+
+def server(models: Models, tmp_path: Path, **limits: Any) -> Service:
+    """A service on a free port with the test token; ``limits`` are ServerConfig fields."""
     settings = Settings(steps=8, log_path=tmp_path / "log.jsonl")
-    config = ServerConfig(port=0, token="secret", allow_origins=("http://booth.example",))
-    async with Service(settings, config, Models(reasoner, transcriber, voice)) as running:
+    origins = ("http://booth.example",)
+    return Service(
+        settings, ServerConfig(port=0, token="secret", allow_origins=origins, **limits), models
+    )
+
+
+@pytest_asyncio.fixture
+async def service(models: Models, tmp_path: Path) -> AsyncIterator[Service]:
+    async with server(models, tmp_path) as running:
         yield running
 
 
@@ -145,3 +161,93 @@ async def test_a_client_gone_mid_answer_does_not_stop_the_server(service: Servic
     await asyncio.wait_for(released(), 30)
     reply = await ask(service.url, text="what is 2 plus 2", token="secret", timeout=TURN_S)
     assert reply.done["response"]["status"] == "completed"
+
+
+async def still_serves(websocket: ClientConnection) -> None:
+    """The connection answers a message: the server was not held up."""
+    await websocket.send(json.dumps({"type": "session.update", "session": {"steps": 4}}))
+    assert (await receive(websocket))["type"] == "session.updated"
+
+
+async def released(service: Service, left: int = 0) -> None:
+    """Wait (bounded) until only ``left`` connections hold sessions."""
+
+    async def wait() -> None:
+        while len(service._connections) > left:
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(wait(), 30)
+
+
+async def test_an_oversized_message_closes_only_its_connection(models: Models, tmp_path: Path):
+    async with server(models, tmp_path, max_message_bytes=4096) as service:
+        async with connect(url(service)) as big, connect(url(service)) as other:
+            await receive(big)
+            await receive(other)
+            speech = np.zeros(4000, np.float32)  # 8000 bytes of PCM16, more in base64
+            await big.send(json.dumps(audio_chunks(speech)[0] | {"audio": "A" * 8000}))
+            with pytest.raises(ConnectionClosed):
+                await receive(big)
+            assert big.close_code == 1009
+            assert "exceeds limit of 4096 bytes" in big.close_reason
+            await still_serves(other)
+        async with connect(url(service)) as later:
+            assert (await receive(later))["type"] == "session.created"
+
+
+async def test_a_client_beyond_max_clients_is_refused_and_the_others_go_on(
+    models: Models, tmp_path: Path
+):
+    async with server(models, tmp_path, max_clients=2) as service:
+        first = await asyncio.wait_for(connect(url(service)), 10)
+        async with connect(url(service)) as second:
+            await receive(first)
+            await receive(second)
+            with pytest.raises(InvalidStatus) as refusal:
+                await asyncio.wait_for(connect(url(service)), 10)
+            assert refusal.value.response.status_code == 503
+            assert b"the server is full (2 clients)" in refusal.value.response.body
+            await still_serves(first)
+            await still_serves(second)
+            await first.close()
+            await released(service, left=1)
+            async with connect(url(service)) as third:  # a freed place is taken again
+                assert (await receive(third))["type"] == "session.created"
+
+
+async def test_an_idle_connection_is_closed_with_a_reason(models: Models, tmp_path: Path):
+    async with server(models, tmp_path, idle_timeout_s=0.5) as service:
+        async with connect(url(service)) as idle, connect(url(service)) as busy:
+            await receive(idle)
+            await receive(busy)
+            for _ in range(5):  # 1 s of messages, 0.2 s apart: never idle
+                await still_serves(busy)
+                await asyncio.sleep(0.2)
+            assert busy.close_code is None
+            await asyncio.wait_for(idle.wait_closed(), 10)
+            assert idle.close_code == 1000
+            assert idle.close_reason == "idle for 0.5 s: nothing sent or received"
+        await released(service)
+
+
+async def test_a_client_that_never_reads_is_dropped_and_the_others_are_served(
+    models: Models, tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    caplog.set_level(logging.WARNING, logger="quicksilver.ui.server.service")
+    async with server(models, tmp_path, send_queue=4) as service:
+        # small socket buffers both ends (the kernel would otherwise absorb megabytes) and
+        # a one-message client queue: the answers' audio piles up in the server's queue
+        stuck = socket.socket()
+        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stuck.connect(("127.0.0.1", service.port))
+        stuck.setblocking(False)
+        async with connect(url(service), sock=stuck, max_queue=1) as deaf:
+            (server_side,) = service._connections
+            sending = server_side.transport.get_extra_info("socket")
+            sending.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+            for question in ("what is 17 times 3", "what is 2 plus 2", "what is 9 minus 4"):
+                await deaf.send(json.dumps(text_item(question)))
+            reply = await ask(service.url, text="what is 5 plus 5", token="secret", timeout=TURN_S)
+            assert reply.done["response"]["status"] == "completed"
+            await released(service)
+        assert "reads too slowly" in caplog.text

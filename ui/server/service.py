@@ -5,7 +5,9 @@ once and shared; each connection gets its own session (its own memory, no log un
 asked) whose microphone is the audio the client pushes and whose output turns played
 answers into ``response.audio.delta`` messages. Everything a connection sends goes
 through a bounded queue drained by its own task, so a client that reads slowly is
-dropped instead of delaying the session or the other clients.
+dropped instead of delaying the session or the other clients; one that goes quiet is
+closed after ``idle_timeout_s``. Audio per turn needs no limit of its own here: the
+voice activity detector cuts an utterance at 30 s (``VadConfig.max_utterance_s``).
 """
 
 from __future__ import annotations
@@ -46,10 +48,12 @@ from quicksilver.ui.server.protocol import (
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
+from websockets.protocol import State
 
 log = logging.getLogger(__name__)
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 SLOW_READER = 1008  # close code (policy violation) for a client whose queue overflowed
+IDLE = 1000  # close code (normal closure) for a connection idle past idle_timeout_s
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,8 @@ class ServerConfig:
     max_message_bytes: int = 1 << 20  # larger messages close the connection (1009)
     send_queue: int = 1024  # messages waiting for a client; beyond: it is dropped
     max_buffered_s: float = 60.0  # pushed audio not yet heard; beyond: refused
-    max_clients: int = 16
+    max_clients: int = 16  # beyond: the handshake gets HTTP 503
+    idle_timeout_s: float = 300.0  # nothing sent either way this long: the connection closes
     log: bool = False  # append each connection's turns to the settings' log
 
     def check(self) -> None:
@@ -166,7 +171,7 @@ class Service:
         self.models = models
         self.port = config.port
         self._origins: frozenset[str] = frozenset()
-        self._connections: set[ServerConnection] = set()
+        self._connections: set[ServerConnection] = set()  # admitted, handshake on or done
         self._ids = itertools.count(1)
         self._server: Server | None = None
 
@@ -209,11 +214,13 @@ class Service:
             return connection.respond(
                 HTTPStatus.FORBIDDEN, f"origin {origin} is not allowed (see --allow-origin)\n"
             )
+        self._connections -= {c for c in self._connections if c.state is State.CLOSED}
         if len(self._connections) >= self.config.max_clients:
             return connection.respond(
                 HTTPStatus.SERVICE_UNAVAILABLE,
                 f"the server is full ({self.config.max_clients} clients); try again later\n",
             )
+        self._connections.add(connection)  # counted now: handshakes run side by side
         return None
 
     def _token_ok(self, request: Request) -> bool:
@@ -226,7 +233,6 @@ class Service:
     # ------------------------------------------------------------------ one client
 
     async def _connection(self, websocket: ServerConnection) -> None:
-        self._connections.add(websocket)
         try:
             await Connection(self, websocket).run()
         finally:
@@ -260,12 +266,14 @@ class Connection:
             output=output,
         )
         self._dropping: asyncio.Task | None = None
+        self._active_at = asyncio.get_running_loop().time()  # last message either way
 
     async def run(self) -> None:
         """Serve the client until it goes; then stop its session and release it."""
         self.session.subscribe(lambda event: self._post(self.translator.messages(event)))
         sender = asyncio.create_task(self._send())
         running = asyncio.create_task(self.session.run())
+        watchdog = asyncio.create_task(self._close_when_idle())
         self._post([{"type": "session.created", "session": self._description()}])
         try:
             async for raw in self.websocket:
@@ -277,9 +285,10 @@ class Connection:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(running, 30)
             self.session.close()
-            sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sender
+            for task in (sender, watchdog):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             if self._dropping is not None:
                 await self._dropping
 
@@ -297,6 +306,7 @@ class Connection:
         }
 
     def _receive(self, raw: str | bytes) -> None:
+        self._active_at = asyncio.get_running_loop().time()
         try:
             request = parse(raw)
         except ProtocolError as error:
@@ -343,5 +353,17 @@ class Connection:
                 message = await self.outbox.get()
                 event = {"event_id": f"event_{next(numbers)}", **message}
                 await self.websocket.send(json.dumps(event))
+                self._active_at = asyncio.get_running_loop().time()
         except ConnectionClosed:
             pass
+
+    async def _close_when_idle(self) -> None:
+        """Close the connection once nothing has gone either way for ``idle_timeout_s``,
+        so a client that went quiet (or vanished without closing) frees its session; a
+        turn being answered is not idle: its drafts and audio count."""
+        limit = self.service.config.idle_timeout_s
+        loop = asyncio.get_running_loop()
+        while (left := self._active_at + limit - loop.time()) > 0:
+            await asyncio.sleep(left)
+        log.info("%s: idle for %g s; closing it", self.id, limit)
+        await self.websocket.close(IDLE, f"idle for {limit:g} s: nothing sent or received")
