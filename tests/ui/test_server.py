@@ -96,6 +96,9 @@ async def test_a_voice_turn_streamed_faster_than_real_time_is_answered(service: 
         events = await receive_until(websocket, "response.done", TURN_S)
     kinds = [event["type"] for event in events]
     assert "input_audio_buffer.speech_started" in kinds
+    completed = kinds.index("conversation.item.input_audio_transcription.completed")
+    assert kinds.index("input_audio_buffer.speech_stopped") == completed - 1
+    assert events[completed - 1]["item_id"] == events[completed]["item_id"]
     heard = next(
         event["transcript"]
         for event in events
@@ -129,6 +132,17 @@ async def test_a_bad_message_gets_an_error_and_the_connection_goes_on(
             assert error["error"]["event_id"] == "e1"
         await websocket.send(json.dumps({"type": "session.update", "session": {"steps": 4}}))
         assert (await receive(websocket))["session"] == {"steps": 4}
+
+
+async def test_response_create_is_accepted_and_adds_no_second_answer(service: Service):
+    async with connect(url(service)) as websocket:
+        await receive(websocket)
+        await websocket.send(json.dumps(text_item("what is 2 plus 2")))
+        await websocket.send(json.dumps({"type": "response.create", "event_id": "e2"}))
+        events = await receive_until(websocket, "response.done", TURN_S)
+        assert [e["type"] for e in events].count("response.created") == 1
+        assert not [e for e in events if e["type"] == "error"]
+        await still_serves(websocket)  # the next message answers this, not a new response
 
 
 async def test_a_wrong_token_and_a_foreign_origin_are_refused(service: Service):

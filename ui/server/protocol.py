@@ -12,6 +12,7 @@ client → server                        what the session is told
 ``input_audio_buffer.commit``          the utterance ends now (a hang-over of silence)
 ``input_audio_buffer.clear``           unheard audio dropped (``Mute`` then ``Unmute``)
 ``conversation.item.create``           ``SubmitText`` (a user message's ``input_text``)
+``response.create``                    nothing (answers start by themselves)
 ``response.cancel``                    ``CancelTurn``
 =====================================  ==================================================
 
@@ -21,7 +22,8 @@ session event                          server → client
 ``SettingsChanged``                    ``session.updated``
 ``SpeechStarted``                      ``input_audio_buffer.speech_started``
 ``PartialTranscript``                  ``conversation.item.input_audio_transcription.delta``
-``FinalTranscript`` (voice, file)      ``conversation.item.input_audio_transcription.completed``
+``FinalTranscript`` (voice, file)      ``input_audio_buffer.speech_stopped``, then
+                                       ``conversation.item.input_audio_transcription.completed``
 ``FinalTranscript`` (text)             ``conversation.item.created``
 first of a turn's answer events        ``response.created``
 ``Denoise``                            ``response.draft`` (extension: the whole draft)
@@ -88,7 +90,12 @@ class Clear:
     """Drop the audio not yet heard."""
 
 
-Request = Command | Append | Commit | Clear
+@dataclass(frozen=True)
+class CreateResponse:
+    """A client asks for an answer; accepted, since every question gets one by itself."""
+
+
+Request = Command | Append | Commit | Clear | CreateResponse
 
 
 def error_message(code: str, message: str, event_id: str | None = None, **extra: Any) -> dict:
@@ -176,6 +183,7 @@ _HANDLERS = {
     "input_audio_buffer.commit": lambda message: Commit(),
     "input_audio_buffer.clear": lambda message: Clear(),
     "conversation.item.create": _item_create,
+    "response.create": lambda message: CreateResponse(),
     "response.cancel": lambda message: CancelTurn(),
 }
 
@@ -227,7 +235,9 @@ class Translator:
                     "content": [{"type": "input_text", "text": event.text}]}  # fmt: skip
             return [{"type": "conversation.item.created", "item": item}]
         if isinstance(event, FinalTranscript):
-            return [{
+            # the session has no event of its own for the endpoint; its final transcript
+            # follows it, so speech_stopped is sent then (late by the transcription)
+            return [{"type": "input_audio_buffer.speech_stopped", "item_id": item_id(turn)}, {
                 "type": "conversation.item.input_audio_transcription.completed",
                 "item_id": item_id(turn), "transcript": event.text,
             }]  # fmt: skip

@@ -40,6 +40,7 @@ from quicksilver.ui.server.protocol import (
     Append,
     Clear,
     Commit,
+    CreateResponse,
     ProtocolError,
     Translator,
     error_message,
@@ -328,6 +329,8 @@ class Connection:
             self.session.send(Mute())
             self.session.send(Unmute())
             self._post([{"type": "input_audio_buffer.cleared"}])
+        elif isinstance(request, CreateResponse):
+            return  # answers start by themselves; accepted so Realtime clients need no change
         else:
             self.session.send(request)
 
