@@ -265,3 +265,26 @@ async def test_a_client_that_never_reads_is_dropped_and_the_others_are_served(
             assert reply.done["response"]["status"] == "completed"
             await released(service)
         assert "reads too slowly" in caplog.text
+
+
+async def test_twenty_clients_three_turns_each_are_all_answered(models: Models, tmp_path: Path):
+    clients, turns = 20, 3
+
+    async def converse(number: int) -> list[dict]:
+        async with connect(url(service), max_size=None) as websocket:
+            await receive(websocket, timeout=60)
+            done = []
+            for turn in range(turns):
+                question = f"what is {number} plus {turn + 1}"
+                await websocket.send(json.dumps(text_item(question)))
+                done.append((await receive_until(websocket, "response.done", TURN_S))[-1])
+            return done
+
+    async with server(models, tmp_path, max_clients=clients) as service:
+        answers = await asyncio.wait_for(
+            asyncio.gather(*(converse(number) for number in range(clients))), 180
+        )
+    assert len(answers) == clients
+    for done in answers:  # every turn answered, in order, none lost
+        assert [d["response"]["id"] for d in done] == ["resp_1", "resp_2", "resp_3"]
+        assert all(d["response"]["status"] == "completed" and d["response"]["text"] for d in done)
