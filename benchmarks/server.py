@@ -22,7 +22,8 @@ import time
 from quicksilver.assistant.config import Settings
 from quicksilver.assistant.loading import load_engine, load_transcriber, load_voice
 from quicksilver.ui.server.client import text_item
-from quicksilver.ui.server.service import Models, ServerConfig, Service
+from quicksilver.ui.server.config import ServerConfig
+from quicksilver.ui.server.service import Models, Service
 from websockets.asyncio.client import connect
 
 QUESTIONS = [

@@ -16,7 +16,8 @@ import pytest
 import pytest_asyncio
 from quicksilver.assistant.config import Settings
 from quicksilver.ui.server.client import ask, audio_chunks, text_item
-from quicksilver.ui.server.service import Models, ServerConfig, Service
+from quicksilver.ui.server.config import ServerConfig
+from quicksilver.ui.server.service import Models, Service
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 

@@ -12,6 +12,7 @@ import sys
 
 from quicksilver.assistant.config import Settings
 from quicksilver.ui.flags import add_setting_flags
+from quicksilver.ui.server.config import ServerConfig
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -22,13 +23,15 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         load_transcriber,
         load_voice,
     )
-    from quicksilver.ui.server.service import Models, ServerConfig, Service
+    from quicksilver.ui.server.service import Models, Service
 
     config = ServerConfig(
         host=args.host,
         port=args.port,
         token=args.token,
         allow_origins=tuple(args.allow_origin),
+        max_clients=args.max_clients,
+        idle_timeout_s=args.idle_timeout,
         log=args.log,
     )
     config.check()
@@ -90,15 +93,30 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
         "connection gets its own session. Binds 127.0.0.1 unless told otherwise; binding "
         "another address needs --token.",
     )
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    defaults = ServerConfig()
+    serve.add_argument(
+        "--host", default=defaults.host, help=f"address to bind (default {defaults.host})"
+    )
+    serve.add_argument("--port", type=int, default=defaults.port, help=f"port ({defaults.port})")
     serve.add_argument("--token", help="clients must send it: Authorization: Bearer T or ?token=T")
     serve.add_argument(
         "--allow-origin", action="append", default=[], metavar="URL",
         help="a browser origin allowed besides the server's own (repeatable)",
     )  # fmt: skip
+    serve.add_argument(
+        "--max-clients", type=int, default=defaults.max_clients, metavar="N",
+        help=f"connections at once; more get HTTP 503 (default {defaults.max_clients})",
+    )  # fmt: skip
+    serve.add_argument(
+        "--idle-timeout", type=float, default=defaults.idle_timeout_s, metavar="S",
+        help="seconds with nothing sent either way before a connection is closed "
+        f"(default {defaults.idle_timeout_s:g})",
+    )  # fmt: skip
     serve.add_argument("--log", action="store_true", help="log every connection's turns")
-    add_setting_flags(serve)
+    add_setting_flags(
+        serve,
+        ("model", "steps", "device", "whisper_model", "voice", "hangover_ms", "speculative_ms"),
+    )
     serve.set_defaults(func=cmd_serve)
 
     client = sub.add_parser(

@@ -35,6 +35,7 @@ from quicksilver.audio.devices import AudioDeviceError
 from quicksilver.audio.stt import Transcriber
 from quicksilver.audio.tts import Voice
 from quicksilver.engine import Engine
+from quicksilver.ui.server.config import LOOPBACK, ServerConfig
 from quicksilver.ui.server.protocol import (
     INPUT_RATE,
     Append,
@@ -52,30 +53,8 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 
 log = logging.getLogger(__name__)
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 SLOW_READER = 1008  # close code (policy violation) for a client whose queue overflowed
 IDLE = 1000  # close code (normal closure) for a connection idle past idle_timeout_s
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """Where the service listens and what it allows."""
-
-    host: str = "127.0.0.1"
-    port: int = 8765  # 0: any free port (the tests)
-    token: str | None = None  # required of clients when set
-    allow_origins: tuple[str, ...] = ()  # browser origins besides the server's own
-    max_message_bytes: int = 1 << 20  # larger messages close the connection (1009)
-    send_queue: int = 1024  # messages waiting for a client; beyond: it is dropped
-    max_buffered_s: float = 60.0  # pushed audio not yet heard; beyond: refused
-    max_clients: int = 16  # beyond: the handshake gets HTTP 503
-    idle_timeout_s: float = 300.0  # nothing sent either way this long: the connection closes
-    log: bool = False  # append each connection's turns to the settings' log
-
-    def check(self) -> None:
-        """Refuse a configuration that exposes the assistant without a token."""
-        if self.host not in LOOPBACK and not self.token:
-            raise ValueError(f"binding {self.host} needs --token: anyone could reach it")
 
 
 @dataclass(frozen=True)

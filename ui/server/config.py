@@ -1,0 +1,29 @@
+"""How the websocket service listens and what it allows, with the defaults written once:
+the ``serve`` command's flags read them here without importing the service (or torch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Where the service listens and what it allows."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765  # 0: any free port (the tests)
+    token: str | None = None  # required of clients when set
+    allow_origins: tuple[str, ...] = ()  # browser origins besides the server's own
+    max_message_bytes: int = 1 << 20  # larger messages close the connection (1009)
+    send_queue: int = 1024  # messages waiting for a client; beyond: it is dropped
+    max_buffered_s: float = 60.0  # pushed audio not yet heard; beyond: refused
+    max_clients: int = 16  # beyond: the handshake gets HTTP 503
+    idle_timeout_s: float = 300.0  # nothing sent either way this long: the connection closes
+    log: bool = False  # append each connection's turns to the settings' log
+
+    def check(self) -> None:
+        """Refuse a configuration that exposes the assistant without a token."""
+        if self.host not in LOOPBACK and not self.token:
+            raise ValueError(f"binding {self.host} needs --token: anyone could reach it")
