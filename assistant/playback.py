@@ -9,6 +9,7 @@ conversation's memory.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -36,19 +37,19 @@ class AudioOutput(Protocol):
     def close(self) -> None: ...
 
 
-class WavOutput:
-    """An :class:`AudioOutput` that keeps every answer and writes one WAV file at
-    :meth:`close`: the spoken answers of a session run on a recording."""
+class StreamOutput:
+    """An :class:`AudioOutput` with no clock of its own: each answer chunk goes to
+    ``send`` at once and counts as played (a websocket client plays it, or a file keeps
+    it), so a barge-in keeps the words already sent."""
 
-    def __init__(self, path: str | Path, sample_rate: int) -> None:
-        self.path = Path(path)
+    def __init__(self, sample_rate: int, send: Callable[[np.ndarray], None]) -> None:
         self.sample_rate = sample_rate
-        self._chunks: list[np.ndarray] = []
+        self._send = send
         self._samples = 0
 
     def play(self, samples: np.ndarray) -> None:
-        self._chunks.append(np.asarray(samples, dtype=np.float32))
         self._samples += len(samples)
+        self._send(samples)
 
     def stop(self) -> float:
         return self.played_s
@@ -61,7 +62,21 @@ class WavOutput:
         return self._samples / self.sample_rate
 
     def close(self) -> None:
-        audio = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.float32)
+        """Nothing to release: every chunk is already where it was sent."""
+
+
+class WavOutput(StreamOutput):
+    """Keeps every answer and writes one WAV file at :meth:`close`: the spoken answers
+    of a session run on a recording."""
+
+    def __init__(self, path: str | Path, sample_rate: int) -> None:
+        self.path = Path(path)
+        self._chunks: list[np.ndarray] = []
+        super().__init__(sample_rate, lambda samples: self._chunks.append(samples))
+
+    def close(self) -> None:
+        chunks = [np.asarray(c, dtype=np.float32) for c in self._chunks]
+        audio = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
         write_wav(self.path, audio, self.sample_rate)
 
 

@@ -20,7 +20,6 @@ import json
 import logging
 import queue
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from urllib.parse import parse_qs, urlsplit
@@ -29,6 +28,7 @@ import numpy as np
 from quicksilver.assistant.commands import Mute, Unmute
 from quicksilver.assistant.config import Settings
 from quicksilver.assistant.factory import build_session
+from quicksilver.assistant.playback import StreamOutput
 from quicksilver.assistant.session import Session
 from quicksilver.assistant.wiring import Wiring
 from quicksilver.audio.devices import AudioDeviceError
@@ -111,33 +111,6 @@ class PushMicrophone:
     def _taken(self, frame: np.ndarray) -> None:
         with self._lock:
             self._buffered -= frame.size
-
-
-class StreamOutput:
-    """An audio output that hands each answer chunk to ``send`` (the client plays it);
-    ``played_s`` counts what was sent, so a barge-in keeps the words already sent."""
-
-    def __init__(self, sample_rate: int, send: Callable[[np.ndarray], None]) -> None:
-        self.sample_rate = sample_rate
-        self._send = send
-        self._samples = 0
-
-    def play(self, samples: np.ndarray) -> None:
-        self._samples += len(samples)
-        self._send(samples)
-
-    def stop(self) -> float:
-        return self.played_s
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return True
-
-    @property
-    def played_s(self) -> float:
-        return self._samples / self.sample_rate
-
-    def close(self) -> None:
-        """Nothing to release: the audio is already with the client."""
 
 
 class Service:
