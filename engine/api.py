@@ -14,7 +14,7 @@ import torch
 
 from .checkpoints import load_checkpoint, save_checkpoint
 from .model import ModelConfig, Transformer
-from .sampler import OPTIONAL_SETTINGS, DenoiseState, SamplerConfig, denoise
+from .sampler import OPTIONAL_SETTINGS, Canvases, DenoiseState, SamplerConfig
 from .tokenizer import Conversation, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,16 @@ class DenoiseFrame:
     masked: int  # positions of the canvas still masked
     committed: int  # positions this pass committed
     answer: Answer | None = None
+    conversation: int = 0  # which conversation of a batch (or handle of a scheduler)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A conversation made ready to denoise: its settings, prompt ids and start time."""
+
+    config: SamplerConfig
+    prompt_ids: list[int]
+    started: float  # time.perf_counter() at the call: latency counts from here
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -191,7 +201,7 @@ class Engine:
         ``options`` override :class:`SamplerConfig` fields for this call, e.g.
         ``steps=16, max_new_tokens=128, threshold=0.9`` (see :meth:`sampler_config`).
         """
-        *_, last = self._frames(*self._prepare(conversation, options), drafts=False)
+        *_, last = self._frames([self.prepare(conversation, **options)], drafts=False)
         return last.answer
 
     def stream(self, conversation: Conversation, **options) -> Iterator[DenoiseFrame]:
@@ -199,46 +209,81 @@ class Engine:
 
         Bad input raises here, before the first frame.
         """
-        return self._frames(*self._prepare(conversation, options), drafts=True)
+        return self._frames([self.prepare(conversation, **options)], drafts=True)
 
-    def _prepare(
-        self, conversation: Conversation, options: dict
-    ) -> tuple[SamplerConfig, list[int], float]:
+    def answer_batch(self, conversations: Sequence[Conversation], **options) -> list[Answer]:
+        """Answer several conversations together, one forward pass per step for all.
+
+        Each gets the same ``options`` and its own canvas, commits and step count; a
+        greedy answer is token for token what :meth:`answer` gives that conversation
+        alone (in the prompt cache modes that are exact alone). Answers come back in the
+        order asked; each row leaves the batch as soon as it is finished.
+        """
+        answers: list[Answer | None] = [None] * len(conversations)
+        for frame in self.stream_batch(conversations, drafts=False, **options):
+            answers[frame.conversation] = frame.answer
+        return answers
+
+    def stream_batch(
+        self, conversations: Sequence[Conversation], *, drafts: bool = True, **options
+    ) -> Iterator[DenoiseFrame]:
+        """Like :meth:`answer_batch`, yielding each conversation's :class:`DenoiseFrame`
+        after every pass (``frame.conversation`` is its index in ``conversations``); a
+        conversation's last frame holds its answer. ``drafts=False``: last frames only.
+
+        Bad input (any conversation's) raises here, before the first frame.
+        """
+        if not conversations:
+            raise ValueError("no conversations to answer; pass at least one")
+        prepared = [self.prepare(conversation, **options) for conversation in conversations]
+        return self._frames(prepared, drafts=drafts)
+
+    def prepare(self, conversation: Conversation, **options) -> Prepared:
+        """Check and tokenise one conversation with its options (what a batch, or
+        :class:`~engine.scheduler.Scheduler`, denoises); bad input raises here."""
         started = time.perf_counter()
         config = self.sampler_config(**options)
         prompt_ids = self.tokenizer.prompt_ids(conversation)
         self._check_length(len(prompt_ids), config.max_new_tokens)
-        return config, prompt_ids, started
+        return Prepared(config, prompt_ids, started)
 
-    def _frames(
-        self, config: SamplerConfig, prompt_ids: list[int], started: float, drafts: bool
-    ) -> Iterator[DenoiseFrame]:
-        prompt = torch.tensor(prompt_ids, dtype=torch.long, device=self.device)
-        mask_id, end_id = self.tokenizer.mask_id, self.tokenizer.end_id
+    def canvases(self, config: SamplerConfig) -> Canvases:
+        """An empty batch of canvases for this engine's model and tokens."""
+        tok = self.tokenizer
+        return Canvases(self.model, config, mask_id=tok.mask_id, end_id=tok.end_id)
+
+    def _frames(self, prepared: Sequence[Prepared], drafts: bool) -> Iterator[DenoiseFrame]:
+        config = prepared[0].config
         with torch.inference_mode():
-            for state in denoise(self.model, prompt, config, mask_id=mask_id, end_id=end_id):
-                finished = not bool(state.masked.any())
-                if not (drafts or finished):
-                    continue
-                answer = self._finish(state, config, prompt_ids, started) if finished else None
-                thinking, text = (
-                    (answer.thinking, answer.text)
-                    if answer
-                    else self.tokenizer.split_draft(state.canvas.tolist(), state.masked.tolist())
-                )
-                yield DenoiseFrame(
-                    state.step,
-                    state.total_steps,
-                    text,
-                    thinking,
-                    int(state.masked.sum()),
-                    state.committed,
-                    answer,
-                )
+            canvases = self.canvases(config)
+            for index, request in enumerate(prepared):
+                prompt = torch.tensor(request.prompt_ids, dtype=torch.long, device=self.device)
+                canvases.add(index, prompt)
+            while canvases:
+                for state in canvases.step():
+                    if drafts or state.finished:
+                        yield self.frame(state, prepared[state.key], state.key)
 
-    def _finish(
-        self, state: DenoiseState, config: SamplerConfig, prompt_ids: list[int], started: float
-    ) -> Answer:
+    def frame(self, state: DenoiseState, request: Prepared, conversation: int) -> DenoiseFrame:
+        """The :class:`DenoiseFrame` a row's state makes, with the answer if it is done."""
+        answer = self._finish(state, request) if state.finished else None
+        thinking, text = (
+            (answer.thinking, answer.text)
+            if answer
+            else self.tokenizer.split_draft(state.canvas.tolist(), state.masked.tolist())
+        )
+        return DenoiseFrame(
+            state.step,
+            state.total_steps,
+            text,
+            thinking,
+            int(state.masked.sum()),
+            state.committed,
+            answer,
+            conversation,
+        )
+
+    def _finish(self, state: DenoiseState, request: Prepared) -> Answer:
         tokens = tuple(state.canvas.tolist())
         thinking, text = self.tokenizer.split_reply(tokens)
         return Answer(
@@ -246,9 +291,9 @@ class Engine:
             thinking=thinking,
             steps=state.total_steps,
             forward_passes=state.step,
-            latency_s=time.perf_counter() - started,
-            prompt_tokens=len(prompt_ids),
-            canvas_tokens=config.max_new_tokens,
+            latency_s=time.perf_counter() - request.started,
+            prompt_tokens=len(request.prompt_ids),
+            canvas_tokens=request.config.max_new_tokens,
             tokens=tokens,
         )
 

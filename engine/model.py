@@ -113,13 +113,27 @@ class ModelConfig:
 class Scattered:
     """Where a pass's tokens sit when they are not one contiguous run.
 
-    The tokens are at absolute ``positions`` (1-D, any order) and attend to the first
-    ``context`` positions of the KV cache, every one of which an earlier pass (or this
-    one) must have written.
+    The tokens are at absolute ``positions`` (1-D, any order; or one row of them per
+    batch row, shape (batch, n)) and attend to the first ``context`` positions of the KV
+    cache, every one of which an earlier pass (or this one) must have written.
     """
 
     positions: Tensor
     context: int
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Rows of a batch laid out in shared columns, each with its own extent.
+
+    Row ``b`` is left-padded: its first token sits at column ``offset[b]`` (its position
+    0 for RoPE) and it attends only to keys in columns ``[offset[b], limit[b])`` (``limit``
+    None: to the end). So rows of different lengths run together, each seeing exactly
+    what it would alone.
+    """
+
+    offset: Tensor  # (batch,) long
+    limit: Tensor | None = None  # (batch,) long
 
 
 class KVCache:
@@ -156,9 +170,33 @@ class KVCache:
             where, end = slice(start, start + k.shape[2]), start + k.shape[2]
         if end > self.length:
             raise ValueError(f"KV cache holds {self.length} positions, pass needs {end}")
-        self.keys[layer][:, :, where] = k
-        self.values[layer][:, :, where] = v
+        if isinstance(where, Tensor) and where.dim() == 2:  # each row its own positions
+            rows = torch.arange(where.shape[0], device=where.device).unsqueeze(1)
+            self.keys[layer][rows, :, where] = k.transpose(1, 2)
+            self.values[layer][rows, :, where] = v.transpose(1, 2)
+        else:
+            self.keys[layer][:, :, where] = k
+            self.values[layer][:, :, where] = v
         return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+
+    def select(self, rows: Tensor, left: int = 0) -> None:
+        """Keep only ``rows`` (indices), in that order, less the first ``left`` columns:
+        a batch that retired some rows (and the padding they alone needed)."""
+        self.keys = [k[rows, :, left:] for k in self.keys]
+        self.values = [v[rows, :, left:] for v in self.values]
+        self.length -= left
+
+    def extend(self, rows: int, left: int = 0) -> None:
+        """Add ``rows`` empty rows at the end and ``left`` empty columns in front (a
+        batch admitting rows, some with longer prompts); what was there keeps its place
+        relative to the rows' own tokens."""
+        b, h, t, d = self.keys[0].shape
+        for cached in (self.keys, self.values):
+            for i, old in enumerate(cached):
+                new = old.new_empty(b + rows, h, t + left, d)
+                new[:b, :, left:] = old
+                cached[i] = new
+        self.length = t + left
 
 
 class RMSNorm(nn.Module):
@@ -180,7 +218,8 @@ def rope_tables(config: ModelConfig, device=None) -> tuple[Tensor, Tensor]:
 
 
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate (batch, heads, seq, head_dim) by position; halves layout as in LLaMA/Qwen."""
+    """Rotate (batch, heads, seq, head_dim) by position; halves layout as in LLaMA/Qwen.
+    ``cos``/``sin`` are (seq, head_dim / 2), or (batch, 1, seq, head_dim / 2) per row."""
     x1, x2 = x.float().chunk(2, dim=-1)
     rotated = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
     return rotated.to(x.dtype)
@@ -331,6 +370,7 @@ class Transformer(nn.Module):
         causal: bool = False,
         cache: KVCache | None = None,
         logits_for: slice | Tensor | None = None,
+        rows: Rows | None = None,
     ) -> Tensor:
         """Logits (batch, n, vocab) for ``tokens`` (batch, n) at positions ``start..start+n``.
 
@@ -338,7 +378,10 @@ class Transformer(nn.Module):
         the n tokens sit at its positions. ``prompt_len`` (an int, or one per row) marks
         the prompt; with ``prompt_sees_reply=False`` prompt queries then attend to prompt
         keys only. ``logits_for`` (a slice or index of the n positions) skips the output
-        layer elsewhere, which matters with large vocabularies.
+        layer elsewhere, which matters with large vocabularies; a (batch, n) bool mask
+        instead gives (k, vocab) logits for its k flagged positions, row by row.
+        With ``rows`` (bidirectional only), positions are columns shared by left-padded
+        rows of different lengths (see :class:`Rows`).
         """
         n = tokens.shape[1]
         if isinstance(start, Scattered):
@@ -354,29 +397,61 @@ class Transformer(nn.Module):
                 f"sequence of {keys} tokens exceeds the model's context of "
                 f"{self.config.max_seq_len}; shorten the prompt or lower max_new_tokens"
             )
+        if rows is not None and causal:
+            raise ValueError("rows of different lengths run bidirectionally only")
         cos, sin = self.rope(tokens.device)
-        cos, sin = cos[where], sin[where]
         mask = None
         if not causal and not self.config.prompt_sees_reply and prompt_len is not None:
             if isinstance(where, slice):
                 where = torch.arange(where.start, where.stop, device=tokens.device)
             mask = prompt_isolation_mask(prompt_len, where, keys)
+        if rows is None:
+            cos, sin = cos[where], sin[where]
+            if cos.dim() == 3:  # scattered positions per row: broadcast over the heads
+                cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        else:
+            cos, sin, mask = self._row_layout(rows, where, keys, mask, tokens.device)
         x = self.embed(tokens)
         for block in self.blocks:
             x = block(x, cos, sin, start, mask, causal, cache)
         if logits_for is not None:
-            x = x[:, logits_for]
+            x = x[logits_for] if _is_row_mask(logits_for) else x[:, logits_for]
         return self.lm_head(self.norm(x))
+
+    def _row_layout(
+        self, rows: Rows, where: slice | Tensor, keys: int, mask: Tensor | None, device
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Per-row rotary tables and the attention mask that hides other rows' padding
+        (and keys past each row's limit), combined with ``mask`` if there is one."""
+        columns = (
+            torch.arange(where.start, where.stop, device=device)
+            if isinstance(where, slice)
+            else where
+        )
+        offset = rows.offset.view(-1, 1)
+        positions = (columns.view(-1, columns.shape[-1]) - offset).clamp_min(0)  # (batch, n)
+        cos, sin = self.rope(device)
+        cos, sin = cos[positions].unsqueeze(1), sin[positions].unsqueeze(1)
+        key = torch.arange(keys, device=device).view(1, -1)
+        visible = key >= offset
+        if rows.limit is not None:
+            visible = visible & (key < rows.limit.view(-1, 1))
+        visible = visible.view(-1, 1, 1, keys)
+        return cos, sin, visible if mask is None else visible & mask
+
+
+def _is_row_mask(index: slice | Tensor) -> bool:
+    return isinstance(index, Tensor) and index.dtype == torch.bool and index.dim() == 2
 
 
 def prompt_isolation_mask(prompt_len: Tensor | int, queries: Tensor, keys: int) -> Tensor | None:
     """Attention mask where prompt queries see prompt keys only and reply queries see all.
 
-    ``queries`` are absolute positions (1-D); keys are ``0..keys``. Returns None when no
-    query lies in the prompt (nothing to hide).
+    ``queries`` are absolute positions (1-D, or (batch, n) per row); keys are
+    ``0..keys``. Returns None when no query lies in the prompt (nothing to hide).
     """
     lengths = torch.as_tensor(prompt_len, device=queries.device).reshape(-1, 1, 1, 1)
     if int(queries.min()) >= int(lengths.max()):
         return None
     key = torch.arange(keys, device=queries.device).view(1, 1, 1, keys)
-    return (key < lengths) | (queries.view(1, 1, -1, 1) >= lengths)
+    return (key < lengths) | (queries.view(-1, 1, queries.shape[-1], 1) >= lengths)

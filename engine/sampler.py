@@ -44,14 +44,14 @@ Options, all in :class:`SamplerConfig`:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Collection, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Literal, get_args, get_type_hints
 
 import torch
 from torch import Tensor
 
-from .model import KVCache, Scattered, Transformer
+from .model import KVCache, Rows, Scattered, Transformer
 
 Confidence = Literal["probability", "margin", "entropy"]
 PromptCache = Literal["exact", "approximate", "off"]
@@ -143,94 +143,361 @@ OPTIONAL_SETTINGS = frozenset(
 
 @dataclass
 class DenoiseState:
-    """The canvas after one forward pass. Tensors are live: copy what you keep."""
+    """One row's canvas after a forward pass. Tensors are live: copy what you keep."""
 
-    step: int  # 1-based count of forward passes so far
+    step: int  # 1-based count of this row's forward passes so far
     total_steps: int  # the step budget; threshold and stop_at_end may finish sooner
     canvas: Tensor  # (max_new_tokens,) token ids; masked positions hold the mask id
     masked: Tensor  # (max_new_tokens,) bool
     committed: int  # positions committed by this pass
+    key: Hashable = None  # the row's name in its :class:`Canvases` batch
+    finished: bool = False  # nothing is masked: the row has left the batch
 
 
-def denoise(
-    model: Transformer,
-    prompt: Tensor,
-    config: SamplerConfig,
-    *,
-    mask_id: int,
-    end_id: int,
-) -> Iterator[DenoiseState]:
-    """Denoise a reply canvas after ``prompt`` (1-D ids), yielding after every pass."""
-    device = prompt.device
-    prompt_len, length = prompt.numel(), config.max_new_tokens
-    sequence = torch.cat([prompt, torch.full((length,), mask_id, device=device)]).unsqueeze(0)
-    canvas = sequence[0, prompt_len:]  # a view: committing writes into the sequence
-    masked = torch.ones(length, dtype=torch.bool, device=device)
-    generator = torch.Generator(device=device).manual_seed(config.seed)
+@dataclass
+class _Row:
+    """What the host knows of one row between passes (no device reads needed)."""
 
-    cache_mode = _cache_mode(model, config)
-    cache = None
-    if cache_mode != "off" or config.canvas_cache == "delayed":
+    key: Hashable
+    prompt_len: int
+    generator: torch.Generator
+    left: list[int]  # masked positions per block
+    block: int = 0
+    steps_done: int = 0  # passes spent on the current block
+    passes: int = 0
+    stop: int = 0  # canvas positions still run through the model
+    valid: int | None = None  # cache columns [0, prompt width + valid) hold valid keys
+
+
+class Canvases:
+    """A batch of reply canvases denoised together, one forward pass for all rows.
+
+    Every row keeps its own schedule (block, steps spent, commits, cache validity), so
+    rows may join between passes (:meth:`add`) and leave when done or cancelled
+    (:meth:`remove`); :meth:`step` runs one pass. Prompts of different lengths are
+    left-padded into shared columns and each row attends only to its own tokens
+    (:class:`~engine.model.Rows`), so a greedy row commits what it would alone, in the
+    cache modes that are exact alone; rows that share a pass but want different kinds of
+    pass (a delayed-cache row due for a whole pass) all get the whole pass.
+
+    With the plain schedule (no threshold, stop_at_end, padding_threshold or canvas
+    cache) a pass reads nothing back from the device: commit counts are known on the
+    host. The other options need one small read per pass (how many are left, where the
+    padding starts), and the canvas cache a gather of the positions it runs.
+    """
+
+    def __init__(self, model: Transformer, config: SamplerConfig, *, mask_id: int, end_id: int):
+        self.model, self.config = model, config
+        self.mask_id, self.end_id = mask_id, end_id
+        self.cache_mode = _cache_mode(model, config)
+        self.blocks, self.budgets = config.blocks, config.step_budgets()
+        self.total_steps = sum(self.budgets)
+        self.reads_back = (
+            config.threshold is not None
+            or config.stop_at_end
+            or config.padding_threshold is not None
+        )
         param = next(model.parameters())
-        cache = KVCache(model.config, 1, prompt_len + length, device, param.dtype)
-    valid_prefix = 0  # positions [0, valid_prefix) of the cache stay valid between passes
-    fresh = torch.zeros(length, dtype=torch.bool, device=device)  # committed last pass
+        self.device = param.device
+        length = config.max_new_tokens
+        self.width = 0  # prompt columns: row b's prompt ends where the canvases begin
+        self.sequence = torch.empty(0, length, dtype=torch.long, device=self.device)
+        self.masked = torch.empty(0, length, dtype=torch.bool, device=self.device)
+        self.fresh = torch.empty_like(self.masked)  # committed by the previous pass
+        self.cache = None
+        if self.cache_mode != "off" or config.canvas_cache == "delayed":
+            self.cache = KVCache(model.config, 0, length, self.device, param.dtype)
+        self.rows: list[_Row] = []
+        self.offsets = torch.empty(0, dtype=torch.long, device=self.device)
 
-    budgets = config.step_budgets()
-    total, step = sum(budgets), 0
-    stop = length  # canvas positions still run through the model
-    for (block_start, block_end), budget in zip(config.blocks, budgets, strict=True):
-        if cache_mode == "approximate":
-            valid_prefix = 0  # recompute the prefix once at the start of each block
-        for steps_done in range(budget):
-            left = int(masked[block_start:block_end].sum())
-            if left == 0:
-                break
-            end = min(block_end, stop)
-            if _whole_pass(config, cache_mode, step, steps_done):
-                start = valid_prefix
-                block = slice(prompt_len - start + block_start, prompt_len - start + end)
-                block_logits = model(
-                    sequence[:, start : prompt_len + stop],
-                    start=start,
-                    prompt_len=prompt_len,
-                    cache=cache,
-                    logits_for=block,
-                )[0]
-            else:
-                block_logits = _partial_pass(
-                    model, sequence, prompt_len, stop, masked | fresh, (block_start, end), cache
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def canvas(self) -> Tensor:
+        """(rows, max_new_tokens): a view of the sequences' canvas columns."""
+        return self.sequence[:, self.width :]
+
+    @property
+    def keys(self) -> list[Hashable]:
+        return [row.key for row in self.rows]
+
+    def add(self, key: Hashable, prompt: Tensor, seed: int | None = None) -> None:
+        """Admit a row for ``prompt`` (1-D ids) between passes; ``seed`` (default: the
+        config's) drives its sampling at temperature > 0."""
+        if any(row.key == key for row in self.rows):
+            raise ValueError(f"a row named {key!r} is already in the batch")
+        prompt = prompt.to(self.device)
+        grow = max(0, prompt.numel() - self.width)
+        if grow:  # a longer prompt: every row moves right by the same columns
+            pad = self.sequence.new_full((len(self.rows), grow), self.mask_id)
+            self.sequence = torch.cat([pad, self.sequence], 1)
+            self.offsets += grow
+            self.width += grow
+        length = self.config.max_new_tokens
+        offset = self.width - prompt.numel()
+        row = torch.cat(
+            [
+                prompt.new_full((offset,), self.mask_id),
+                prompt,
+                prompt.new_full((length,), self.mask_id),
+            ]
+        )
+        self.sequence = torch.cat([self.sequence, row.unsqueeze(0)])
+        self.masked = torch.cat([self.masked, self.masked.new_ones(1, length)])
+        self.fresh = torch.cat([self.fresh, self.fresh.new_zeros(1, length)])
+        self.offsets = torch.cat([self.offsets, self.offsets.new_tensor([offset])])
+        if self.cache is not None:
+            self.cache.extend(1, grow)
+        seed = self.config.seed if seed is None else seed
+        self.rows.append(
+            _Row(
+                key,
+                prompt.numel(),
+                torch.Generator(device=self.device).manual_seed(seed),
+                left=[end - start for start, end in self.blocks],
+                stop=length,
+            )
+        )
+
+    def remove(self, keys: Collection[Hashable]) -> None:
+        """Drop rows (finished or cancelled) at once; the others go on unchanged."""
+        keep = [i for i, row in enumerate(self.rows) if row.key not in keys]
+        if len(keep) == len(self.rows):
+            return
+        self.rows = [self.rows[i] for i in keep]
+        index = torch.tensor(keep, dtype=torch.long, device=self.device)
+        self.offsets = self.offsets[index]
+        trim = min((row_offset for row_offset in self.offsets.tolist()), default=self.width)
+        self.sequence = self.sequence[index, trim:]
+        self.masked, self.fresh = self.masked[index], self.fresh[index]
+        self.offsets -= trim
+        self.width -= trim
+        if self.cache is not None:
+            self.cache.select(index, trim)
+
+    def step(self) -> list[DenoiseState]:
+        """One forward pass for every row; the rows it finished leave the batch."""
+        if not self.rows:
+            raise RuntimeError("no rows to denoise; add one first")
+        for row in self.rows:
+            self._enter_block(row)
+        spans = [self.blocks[row.block] for row in self.rows]
+        windows = [
+            (start, min(end, row.stop)) for row, (start, end) in zip(self.rows, spans, strict=True)
+        ]
+        w0, w1 = min(lo for lo, _ in windows), max(hi for _, hi in windows)
+        whole = any(
+            _whole_pass(self.config, self.cache_mode, row.passes, row.steps_done)
+            for row in self.rows
+        )
+        logits = self._run_whole(w0, w1) if whole else self._run_partial(windows, w0, w1)
+        committed = self._commit(logits, spans, windows, w0)
+        states, done = [], []
+        counts = self._counts(committed, spans)
+        for i, row in enumerate(self.rows):
+            row.passes += 1
+            row.steps_done += 1
+            if self.cache_mode == "exact":
+                row.valid = 0
+            elif self.cache_mode == "approximate":
+                row.valid = spans[i][0]
+            before = sum(row.left)
+            *row.left, stop = counts[i]
+            row.stop = min(row.stop, stop)
+            finished = sum(row.left) == 0
+            states.append(
+                DenoiseState(
+                    row.passes,
+                    self.total_steps,
+                    self.canvas[i],
+                    self.masked[i],
+                    before - sum(row.left),
+                    row.key,
+                    finished,
                 )
-            was_masked = masked.clone()
-            step += 1
-            if cache_mode == "exact":
-                valid_prefix = prompt_len
-            elif cache_mode == "approximate":
-                valid_prefix = prompt_len + block_start
-            committed = 0
-            if config.padding_threshold is not None and block_end == length:
-                committed += _settle_padding(
-                    block_logits, canvas[block_start:end], masked[block_start:end], end_id, config
-                )
-                left -= committed
-                stop = min(stop, _padding_start(canvas, masked, end_id) + 1)
-            if left > 0:
-                quota = math.ceil(left / (budget - steps_done))
-                committed += _commit(
-                    block_logits,
-                    canvas[block_start:end],
-                    masked[block_start:end],
-                    quota,
-                    config,
-                    mask_id,
-                    generator,
-                )
-            if config.stop_at_end:
-                committed += _fill_after_end(canvas, masked, end_id)
-            fresh = was_masked & ~masked
-            yield DenoiseState(step, total, canvas, masked, committed)
-    if bool(masked.any()):  # unreachable by construction; a guard for the budget arithmetic
-        raise RuntimeError("denoising ended with masked positions left")
+            )
+            if finished:
+                done.append(row.key)
+        self.remove(done)
+        return states
+
+    # ------------------------------------------------------------------ the parts of a step
+
+    def _enter_block(self, row: _Row) -> None:
+        """Move a row on to the next block once its block is complete or its steps spent."""
+        while row.block < len(self.blocks) and (
+            row.left[row.block] == 0 or row.steps_done == self.budgets[row.block]
+        ):
+            row.block += 1
+            row.steps_done = 0
+        if row.block == len(self.blocks):  # unreachable by construction; guards the budgets
+            raise RuntimeError("denoising ended with masked positions left")
+        if row.steps_done == 0 and self.cache_mode == "approximate":
+            row.valid = None  # recompute the prefix once at the start of each block
+
+    def _layout(self) -> tuple[int, Rows | None]:
+        """Columns the pass runs to, and the rows' extents when they differ."""
+        stops = [row.stop for row in self.rows]
+        end = self.width + max(stops)
+        limit = None
+        if min(stops) < max(stops):
+            limit = self.width + torch.tensor(stops, device=self.device)
+        if limit is None and not any(row.prompt_len < self.width for row in self.rows):
+            return end, None
+        return end, Rows(self.offsets, limit)
+
+    def _run_whole(self, w0: int, w1: int) -> Tensor:
+        """Every column from the rows' common valid cache prefix on; logits (rows,
+        w1 - w0, vocab) for canvas positions [w0, w1)."""
+        valid = [row.valid for row in self.rows]
+        start = 0 if None in valid else self.width + min(valid)
+        end, rows = self._layout()
+        shift = self.width - start
+        return self.model(
+            self.sequence[:, start:end],
+            start=start,
+            prompt_len=self.width,
+            cache=self.cache,
+            logits_for=slice(shift + w0, shift + w1),
+            rows=rows,
+        )
+
+    def _run_partial(self, windows: list[tuple[int, int]], w0: int, w1: int) -> Tensor:
+        """Each row's masked and just-committed positions (before its stop); the rest
+        come from the cache. Logits as :meth:`_run_whole`, zero where nothing ran."""
+        run = self.masked | self.fresh
+        picked = [run[i, : row.stop].nonzero().squeeze(1) for i, row in enumerate(self.rows)]
+        n = max(len(p) for p in picked)
+        # Rows run the same count: a shorter row repeats a position it runs anyway, which
+        # writes the same keys/values again.
+        canvas_positions = torch.stack(
+            [
+                torch.cat([p, p[-1:].expand(n - len(p))]) if len(p) else p.new_zeros(n)
+                for p in picked
+            ]
+        )
+        lo = torch.tensor([w[0] for w in windows], device=self.device).view(-1, 1)
+        hi = torch.tensor([w[1] for w in windows], device=self.device).view(-1, 1)
+        inside = (canvas_positions >= lo) & (canvas_positions < hi)
+        end, rows = self._layout()
+        positions = self.width + canvas_positions
+        if len(self.rows) == 1:  # one row: 1-D positions, as the model's plain path
+            positions, inside = positions[0], inside[0]
+        logits = self.model(
+            self.sequence.gather(1, positions.view(len(self.rows), -1)),
+            start=Scattered(positions, end),
+            prompt_len=self.width,
+            cache=self.cache,
+            logits_for=inside,
+            rows=rows,
+        )
+        window = logits.new_zeros(len(self.rows), w1 - w0, logits.shape[-1])
+        row_index, col_index = inside.view(len(self.rows), -1).nonzero(as_tuple=True)
+        window[row_index, canvas_positions[row_index, col_index] - w0] = logits.reshape(
+            -1, logits.shape[-1]
+        )
+        return window
+
+    def _commit(
+        self,
+        logits: Tensor,
+        spans: list[tuple[int, int]],
+        windows: list[tuple[int, int]],
+        w0: int,
+    ) -> Tensor | list[int]:
+        """Commit each row's most confident predictions in its block, in place. Returns
+        the quota committed per row: a host list on the plain schedule, else a tensor."""
+        config, length = self.config, self.config.max_new_tokens
+        w1 = w0 + logits.shape[1]
+        device = self.device
+        column = torch.arange(length, device=device)
+        lo = torch.tensor([w[0] for w in windows], device=device).view(-1, 1)
+        hi = torch.tensor([w[1] for w in windows], device=device).view(-1, 1)
+        span_end = torch.tensor([end for _, end in spans], device=device).view(-1, 1)
+        in_window = (column >= lo) & (column < hi)  # (rows, length)
+        canvas, masked = self.canvas, self.masked
+        was_masked = masked.clone()
+        if config.padding_threshold is not None:
+            last_block = span_end == length
+            sure = torch.zeros_like(masked)
+            probs = logits.float().softmax(-1)[..., self.end_id]
+            sure[:, w0:w1] = probs >= config.padding_threshold
+            flags = _committed_ends(canvas, masked, self.end_id) | (sure & in_window)
+            _pad_tail(canvas, masked, _tail_start(flags), self.end_id, last_block)
+        steps_left = [self.budgets[row.block] - row.steps_done for row in self.rows]
+        if self.reads_back:
+            in_block = (column >= lo) & (column < span_end)
+            left = (masked & in_block).sum(-1)
+            sl = torch.tensor(steps_left, device=device)
+            quota = (left + sl - 1) // sl
+        else:  # the plain schedule: every count is known here
+            host_quota = [
+                math.ceil(row.left[row.block] / s)
+                for row, s in zip(self.rows, steps_left, strict=True)
+            ]
+            quota = torch.tensor(host_quota, device=device)
+        block_logits = logits.float()
+        block_logits[..., self.mask_id] = -math.inf  # the mask token is never an answer
+        eligible = (masked & in_window)[:, w0:w1]
+        prediction = self._predict(block_logits, windows, w0)
+        confidence = _confidence(block_logits, prediction, config.confidence)
+        confidence = confidence.masked_fill(~eligible, -math.inf)
+        count = quota
+        if config.threshold is not None:
+            count = torch.maximum(quota, (confidence >= config.threshold).sum(-1))
+            count = torch.minimum(count, eligible.sum(-1))
+        if config.position_decay:
+            index = torch.arange(w0, w1, device=device) - lo  # from each row's block start
+            confidence = _weigh_positions(confidence, index, config.position_decay)
+        chosen = _top(confidence, count)
+        window_canvas = canvas[:, w0:w1]
+        window_canvas.copy_(torch.where(chosen, prediction, window_canvas))
+        masked[:, w0:w1] &= ~chosen
+        if config.stop_at_end:
+            ends = _committed_ends(canvas, masked, self.end_id)
+            first = torch.where(ends, column, length).min(-1, keepdim=True).values
+            _pad_tail(canvas, masked, first + 1, self.end_id)
+        self.fresh = was_masked & ~masked
+        return quota if self.reads_back else host_quota
+
+    def _predict(self, logits: Tensor, windows: list[tuple[int, int]], w0: int) -> Tensor:
+        """Greedy predictions, or Gumbel-max samples drawn from each row's own generator
+        over its own block (so a row samples as it would alone)."""
+        if self.config.temperature == 0:
+            return logits.argmax(-1)
+        gumbel = torch.zeros(logits.shape, device=logits.device, dtype=torch.float64)
+        for i, ((lo, hi), row) in enumerate(zip(windows, self.rows, strict=True)):
+            uniform = torch.rand(
+                (hi - lo, logits.shape[-1]),
+                generator=row.generator,
+                device=logits.device,
+                dtype=torch.float64,
+            )
+            gumbel[i, lo - w0 : hi - w0] = -torch.log(-torch.log(uniform.clamp_min(1e-300)))
+        return (logits.double() + self.config.temperature * gumbel).argmax(-1)
+
+    def _counts(self, quota: Tensor | list[int], spans: list[tuple[int, int]]) -> list[list[int]]:
+        """Per row: masked positions per block, then how far later passes run (padding
+        settled in the last block is cut off after its first end token). Read from the
+        device when commits depend on the data, else worked out here."""
+        if self.reads_back:
+            length = self.config.max_new_tokens
+            ends = torch.tensor([end for _, end in self.blocks], device=self.device)
+            before = self.masked.long().cumsum(1)[:, ends - 1]
+            per_block = torch.diff(before, dim=1, prepend=before.new_zeros(len(self.rows), 1))
+            stop = torch.full_like(per_block[:, :1], length)
+            if self.config.padding_threshold is not None:
+                last = torch.tensor([end == length for _, end in spans], device=self.device)
+                tail = _tail_start(_committed_ends(self.canvas, self.masked, self.end_id)) + 1
+                stop = torch.where(last.view(-1, 1), tail.clamp_max(length), stop)
+            return torch.cat([per_block, stop], 1).tolist()
+        counts = []
+        for row, q in zip(self.rows, quota, strict=True):
+            left = list(row.left)
+            left[row.block] -= q
+            counts.append([*left, row.stop])
+        return counts
 
 
 def _whole_pass(config: SamplerConfig, cache_mode: PromptCache, step: int, steps_done: int) -> bool:
@@ -245,71 +512,10 @@ def _whole_pass(config: SamplerConfig, cache_mode: PromptCache, step: int, steps
     )
 
 
-def _partial_pass(
-    model: Transformer,
-    sequence: Tensor,
-    prompt_len: int,
-    stop: int,
-    run: Tensor,
-    block: tuple[int, int],
-    cache: KVCache,
-) -> Tensor:
-    """One pass over the canvas positions flagged in ``run`` (before ``stop``); the rest
-    come from the cache. Returns logits for the block, zero where nothing was run."""
-    canvas_positions = run[:stop].nonzero().squeeze(1)
-    positions = prompt_len + canvas_positions
-    block_start, end = block
-    inside = (canvas_positions >= block_start) & (canvas_positions < end)
-    logits = model(
-        sequence[:, positions],
-        start=Scattered(positions, prompt_len + stop),
-        prompt_len=prompt_len,
-        cache=cache,
-        logits_for=inside,
-    )[0]
-    block_logits = logits.new_zeros(end - block_start, logits.shape[-1])
-    block_logits[canvas_positions[inside] - block_start] = logits
-    return block_logits
-
-
 def _cache_mode(model: Transformer, config: SamplerConfig) -> PromptCache:
     if config.prompt_cache == "exact":
         return "off" if model.config.prompt_sees_reply else "exact"
     return config.prompt_cache
-
-
-def _commit(
-    logits: Tensor,
-    canvas: Tensor,
-    masked: Tensor,
-    quota: int,
-    config: SamplerConfig,
-    mask_id: int,
-    generator: torch.Generator,
-) -> int:
-    """Commit the most confident masked predictions of one block, in place."""
-    logits = logits.float()
-    logits[:, mask_id] = -math.inf  # the mask token is never an answer
-    if config.temperature > 0:
-        uniform = torch.rand(
-            logits.shape, generator=generator, device=logits.device, dtype=torch.float64
-        )
-        gumbel = -torch.log(-torch.log(uniform.clamp_min(1e-300)))
-        prediction = (logits.double() + config.temperature * gumbel).argmax(-1)
-    else:
-        prediction = logits.argmax(-1)
-    confidence = _confidence(logits, prediction, config.confidence)
-    confidence = confidence.masked_fill(~masked, -math.inf)
-    count = quota
-    if config.threshold is not None:
-        count = max(quota, int((confidence >= config.threshold).sum()))
-    count = min(count, int(masked.sum()))
-    if config.position_decay:
-        confidence = _weigh_positions(confidence, config.position_decay)
-    chosen = confidence.topk(count).indices
-    canvas[chosen] = prediction[chosen]
-    masked[chosen] = False
-    return count
 
 
 def _confidence(logits: Tensor, prediction: Tensor, kind: Confidence) -> Tensor:
@@ -318,57 +524,63 @@ def _confidence(logits: Tensor, prediction: Tensor, kind: Confidence) -> Tensor:
         return probs.gather(-1, prediction.unsqueeze(-1)).squeeze(-1)
     if kind == "margin":
         top2 = probs.topk(2, dim=-1).values
-        return top2[:, 0] - top2[:, 1]
+        return top2[..., 0] - top2[..., 1]
     return (probs * torch.log(probs.clamp_min(1e-12))).sum(-1)  # negative entropy
 
 
-def _weigh_positions(confidence: Tensor, decay: float) -> Tensor:
-    """Weigh position i's confidence by exp(-decay·i), in float64 so that even a strong
-    decay over a long canvas keeps the weights apart. Negative entropy is at most 0, so it
-    is divided by the weight instead: either way a lower weight ranks a position later."""
+def _weigh_positions(confidence: Tensor, index: Tensor, decay: float) -> Tensor:
+    """Weigh the confidence at ``index`` (from the block start) by exp(-decay·index), in
+    float64 so that even a strong decay over a long canvas keeps the weights apart.
+    Negative entropy is at most 0, so it is divided by the weight instead: either way a
+    lower weight ranks a position later."""
     confidence = confidence.double()
-    index = torch.arange(len(confidence), device=confidence.device, dtype=torch.float64)
-    weight = torch.exp(-decay * index)
+    weight = torch.exp(-decay * index.double())
     return torch.where(confidence >= 0, confidence * weight, confidence / weight)
 
 
-def _settle_padding(
-    logits: Tensor, canvas: Tensor, masked: Tensor, end_id: int, config: SamplerConfig
-) -> int:
-    """Commit the tail run of positions predicted as end padding (see the module doc)."""
-    sure = logits.float().softmax(-1)[:, end_id] >= config.padding_threshold
-    return _pad_from(
-        canvas, masked, _tail_start(sure | _committed_ends(canvas, masked, end_id)), end_id
-    )
-
-
-def _padding_start(canvas: Tensor, masked: Tensor, end_id: int) -> int:
-    """Where the committed run of end padding at the canvas's tail begins."""
-    return _tail_start(_committed_ends(canvas, masked, end_id))
-
-
-def _fill_after_end(canvas: Tensor, masked: Tensor, end_id: int) -> int:
-    """Commit every masked position after the first committed end token as padding."""
-    ends = _committed_ends(canvas, masked, end_id).nonzero()
-    if ends.numel() == 0:
-        return 0
-    return _pad_from(canvas, masked, int(ends[0]) + 1, end_id)
+def _top(confidence: Tensor, count: Tensor) -> Tensor:
+    """Flags of each row's ``count`` most confident positions (ties: the leftmost),
+    without reading the counts back to the host."""
+    order = confidence.argsort(dim=-1, descending=True, stable=True)
+    rank = torch.empty_like(order)
+    rank.scatter_(-1, order, torch.arange(order.shape[-1], device=order.device).expand_as(order))
+    return rank < count.view(-1, 1)
 
 
 def _committed_ends(canvas: Tensor, masked: Tensor, end_id: int) -> Tensor:
     return ~masked & (canvas == end_id)
 
 
-def _tail_start(flags: Tensor) -> int:
-    """Where the run of true flags that ends the canvas begins (its length if none)."""
-    others = (~flags).nonzero()
-    return int(others[-1]) + 1 if others.numel() else 0
+def _tail_start(flags: Tensor) -> Tensor:
+    """Per row (keepdim), where the run of true flags that ends it begins (its length
+    if none)."""
+    column = torch.arange(1, flags.shape[-1] + 1, device=flags.device)
+    return torch.where(flags, 0, column).max(-1, keepdim=True).values
 
 
-def _pad_from(canvas: Tensor, masked: Tensor, start: int, end_id: int) -> int:
-    """Commit every masked position from ``start`` on as end padding; return how many."""
-    tail = masked.clone()
-    tail[:start] = False
-    canvas[tail] = end_id
-    masked[tail] = False
-    return int(tail.sum())
+def _pad_tail(
+    canvas: Tensor, masked: Tensor, start: Tensor, end_id: int, rows: Tensor | None = None
+) -> None:
+    """Commit every masked position from ``start`` (per row) on as end padding, in
+    ``rows`` (flags) only if given."""
+    tail = masked & (torch.arange(masked.shape[-1], device=masked.device) >= start)
+    if rows is not None:
+        tail &= rows.view(-1, 1)
+    canvas.copy_(torch.where(tail, end_id, canvas))
+    masked &= ~tail
+
+
+def denoise(
+    model: Transformer,
+    prompt: Tensor,
+    config: SamplerConfig,
+    *,
+    mask_id: int,
+    end_id: int,
+) -> Iterator[DenoiseState]:
+    """Denoise one reply canvas after ``prompt`` (1-D ids), yielding after every pass:
+    a batch of one :class:`Canvases` row."""
+    canvases = Canvases(model, config, mask_id=mask_id, end_id=end_id)
+    canvases.add(0, prompt)
+    while canvases:
+        yield from canvases.step()
