@@ -47,6 +47,8 @@ def test_a_plain_install_is_one_import_root_carrying_the_model(tmp_path):
     for file in ("config.json", "model.safetensors", "tokenizer.json", "MODEL_CARD.md"):
         assert f"quicksilver/models/reasoner_tiny/{file}" in names
     assert "quicksilver/ui/app/app.tcss" in names  # the terminal app's stylesheet
+    for file in ("index.html", "app.js", "capture.js", "style.css"):  # the browser page
+        assert f"quicksilver/ui/server/static/{file}" in names
     metadata = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     entry_points = zipfile.ZipFile(wheel).read(metadata).decode()
     assert "quicksilver = quicksilver.ui.cli:main" in entry_points

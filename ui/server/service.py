@@ -36,6 +36,7 @@ from quicksilver.audio.stt import Transcriber
 from quicksilver.audio.tts import Voice
 from quicksilver.engine import Engine
 from quicksilver.ui.server.config import LOOPBACK, ServerConfig
+from quicksilver.ui.server.page import page_response, wants_websocket
 from quicksilver.ui.server.protocol import (
     INPUT_RATE,
     Append,
@@ -156,7 +157,10 @@ class Service:
     # ------------------------------------------------------------------ admission
 
     def _admit(self, connection: ServerConnection, request: Request) -> Response | None:
-        """Refuse before any work: a wrong token, a foreign page, too many clients."""
+        """Refuse before any work: a wrong token, a foreign page, too many clients.
+        A plain HTTP request (no upgrade) gets the browser page instead."""
+        if not wants_websocket(request):
+            return page_response(request)
         if self.config.token is not None and not self._token_ok(request):
             return connection.respond(
                 HTTPStatus.UNAUTHORIZED,
