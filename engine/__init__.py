@@ -13,6 +13,7 @@ reading and writing checkpoints, and logs through :mod:`logging`.
 from .api import Answer, DenoiseFrame, Engine
 from .model import ModelConfig
 from .sampler import SamplerConfig
+from .scheduler import Handle, Scheduler
 from .tokenizer import ChatTemplate, SpecialTokens, Tokenizer
 
 __version__ = "0.1.0"
@@ -22,8 +23,10 @@ __all__ = [
     "ChatTemplate",
     "DenoiseFrame",
     "Engine",
+    "Handle",
     "ModelConfig",
     "SamplerConfig",
+    "Scheduler",
     "SpecialTokens",
     "Tokenizer",
     "__version__",
