@@ -4,6 +4,7 @@ real websockets clients. Every wait is bounded, so a bug fails fast instead of h
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import socket
@@ -15,8 +16,10 @@ import numpy as np
 import pytest
 import pytest_asyncio
 from quicksilver.assistant.config import Settings
+from quicksilver.audio.resample import resample
 from quicksilver.ui.server.client import ask, audio_chunks, text_item
 from quicksilver.ui.server.config import ServerConfig
+from quicksilver.ui.server.formats import ulaw_encode
 from quicksilver.ui.server.service import Models, Service
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -289,3 +292,64 @@ async def test_twenty_clients_three_turns_each_are_all_answered(models: Models, 
     for done in answers:  # every turn answered, in order, none lost
         assert [d["response"]["id"] for d in done] == ["resp_1", "resp_2", "resp_3"]
         assert all(d["response"]["status"] == "completed" and d["response"]["text"] for d in done)
+
+
+async def audio_seconds(websocket: ClientConnection, question: str, bytes_per_s: int) -> float:
+    """Ask ``question``; how long its answer audio lasts at ``bytes_per_s``."""
+    await websocket.send(json.dumps(text_item(question)))
+    events = await receive_until(websocket, "response.done", TURN_S)
+    deltas = [e["delta"] for e in events if e["type"] == "response.audio.delta"]
+    return sum(len(base64.b64decode(delta)) for delta in deltas) / bytes_per_s
+
+
+async def test_each_connection_chooses_its_audio_formats(service: Service, espeak):
+    speech = resample(espeak("what is 17 times 3"), 16000, 8000)
+    pcm = (np.clip(speech, -1, 1) * 32767).round().astype(np.int16)
+    telephone = ulaw_encode(np.concatenate([pcm, np.zeros(8000, np.int16)]))  # + 1 s silence
+    async with connect(url(service)) as websocket:
+        created = (await receive(websocket))["session"]
+        voice_rate = created["output_sample_rate"]
+        plain_s = await audio_seconds(websocket, "what is 17 times 3", 2 * voice_rate)
+        update = {"input_audio_format": "g711_ulaw", "output_audio_format": "g711_alaw"}
+        await websocket.send(json.dumps({"type": "session.update", "session": update}))
+        updated = (await receive(websocket))["session"]
+        assert updated == {
+            "voice": created["voice"],
+            "input_audio_format": "g711_ulaw", "input_sample_rate": 8000,
+            "output_audio_format": "g711_alaw", "output_sample_rate": 8000,
+        }  # fmt: skip
+        alaw_s = await audio_seconds(websocket, "what is 17 times 3", 8000)
+        for i in range(0, len(telephone), 160):  # 20 ms of 8 kHz G.711
+            chunk = base64.b64encode(telephone[i : i + 160]).decode()
+            await websocket.send(json.dumps({"type": "input_audio_buffer.append", "audio": chunk}))
+        events = await receive_until(websocket, "response.done", TURN_S)
+    heard = next(e["transcript"] for e in events if e["type"].endswith("transcription.completed"))
+    assert "17" in heard or "seventeen" in heard.lower()
+    assert plain_s > 0.5 and abs(alaw_s / plain_s - 1) < 0.25  # the same answer, 8 kHz
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"input_audio_format": "opus"}, "not one of pcm16, g711_ulaw, g711_alaw"),
+        ({"output_sample_rate": 96000}, "8000–48000 Hz"),
+        ({"input_sample_rate": "fast"}, "input_sample_rate must be a whole number of Hz"),
+        ({"voice": "en_GB-nobody-low"}, "this server speaks with en_US-joe-medium"),
+        ({"model": "other"}, "cannot change model on a live session"),
+    ],
+)
+async def test_a_session_update_that_cannot_be_done_changes_nothing(
+    service: Service, change: dict, message: str
+):
+    async with connect(url(service)) as websocket:
+        created = (await receive(websocket))["session"]
+        update = {"type": "session.update", "event_id": "u1", "session": {"steps": 4, **change}}
+        await websocket.send(json.dumps(update))
+        error = await receive(websocket)
+        assert error["type"] == "error" and error["error"]["code"] == "invalid_field"
+        assert message in error["error"]["message"]
+        await websocket.send(json.dumps(text_item("what is 2 plus 2")))
+        events = await receive_until(websocket, "response.done", TURN_S)
+    assert events[-1]["response"]["timings"]["steps"] == created["steps"]  # not 4
+    deltas = [e["delta"] for e in events if e["type"] == "response.audio.delta"]
+    assert deltas and len(base64.b64decode(deltas[0])) % 2 == 0  # still PCM16

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from quicksilver.ui.server.protocol import INPUT_RATE, decode_audio, encode_audio
+from quicksilver.ui.server.formats import SESSION_RATE
+from quicksilver.ui.server.protocol import decode_audio, encode_audio
 from websockets.asyncio.client import ClientConnection, connect
 
 CHUNK_S = 0.02  # seconds of audio per input_audio_buffer.append
@@ -49,7 +50,7 @@ def text_item(text: str) -> dict:
 
 def audio_chunks(samples: np.ndarray) -> list[dict]:
     """16 kHz float32 speech as ``input_audio_buffer.append`` messages of 20 ms."""
-    size = int(CHUNK_S * INPUT_RATE)
+    size = int(CHUNK_S * SESSION_RATE)
     return [
         {"type": "input_audio_buffer.append", "audio": encode_audio(samples[i : i + size])}
         for i in range(0, len(samples), size)

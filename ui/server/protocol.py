@@ -7,8 +7,9 @@ does I/O, so the whole mapping can be read (and tested) in one place.
 =====================================  ==================================================
 client → server                        what the session is told
 =====================================  ==================================================
-``session.update``                     ``UpdateSettings`` (live settings only: steps, …)
-``input_audio_buffer.append``          base64 PCM16 mono 16 kHz → the microphone
+``session.update``                     ``UpdateSettings`` (live settings: steps, …); audio
+                                       formats and the voice are the connection's
+``input_audio_buffer.append``          base64 audio in the input format → the microphone
 ``input_audio_buffer.commit``          the utterance ends now (a hang-over of silence)
 ``input_audio_buffer.clear``           unheard audio dropped (``Mute`` then ``Unmute``)
 ``conversation.item.create``           ``SubmitText`` (a user message's ``input_text``)
@@ -44,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from quicksilver.assistant.commands import CancelTurn, Command, SubmitText, UpdateSettings
+from quicksilver.assistant.commands import CancelTurn, Command, SubmitText
 from quicksilver.assistant.config import LIVE_SETTINGS
 from quicksilver.assistant.events import (
     AnswerReady,
@@ -61,8 +62,6 @@ from quicksilver.assistant.events import (
     TurnCompleted,
 )
 
-INPUT_RATE = 16000  # Hz of input_audio_buffer.append's PCM16
-
 
 class ProtocolError(ValueError):
     """A client message the server cannot act on; sent back as an ``error`` event."""
@@ -75,9 +74,19 @@ class ProtocolError(ValueError):
 
 @dataclass(frozen=True)
 class Append:
-    """Audio for the microphone: 16 kHz mono float32."""
+    """Audio for the microphone, as the client sent it (its input format's bytes)."""
 
-    samples: np.ndarray
+    data: bytes
+
+
+@dataclass(frozen=True)
+class UpdateSession:
+    """``session.update``: the session's live ``settings``, and what the connection
+    itself holds: the audio formats (``audio``) and the voice asked for."""
+
+    settings: dict[str, Any]
+    audio: dict[str, Any]
+    voice: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,7 +104,14 @@ class CreateResponse:
     """A client asks for an answer; accepted, since every question gets one by itself."""
 
 
-Request = Command | Append | Commit | Clear | CreateResponse
+Request = Command | Append | Commit | Clear | CreateResponse | UpdateSession
+
+AUDIO_FIELDS = {
+    "input_audio_format": str,
+    "input_sample_rate": int,
+    "output_audio_format": str,
+    "output_sample_rate": int,
+}
 
 
 def error_message(code: str, message: str, event_id: str | None = None, **extra: Any) -> dict:
@@ -135,25 +151,31 @@ def _field(message: dict, name: str, kind: type) -> Any:
 
 
 def _session_update(message: dict) -> Request:
-    changes = _field(message, "session", dict)
+    changes = dict(_field(message, "session", dict))
+    audio = {name: changes.pop(name) for name in AUDIO_FIELDS if name in changes}
+    for name, value in audio.items():
+        if not isinstance(value, AUDIO_FIELDS[name]) or isinstance(value, bool):
+            kind = "a whole number of Hz" if AUDIO_FIELDS[name] is int else "a format's name"
+            raise ProtocolError("invalid_field", f"{name} must be {kind}, not {value!r}")
+    voice = changes.pop("voice", None)
+    if voice is not None and not isinstance(voice, str):
+        raise ProtocolError("invalid_field", f"voice is a name, not {voice!r}")
     fixed = sorted(set(changes) - LIVE_SETTINGS)
     if fixed:
+        changeable = sorted(LIVE_SETTINGS | set(AUDIO_FIELDS) | {"voice"})
         raise ProtocolError(
             "invalid_field",
             f"cannot change {', '.join(fixed)} on a live session; "
-            f"these can: {', '.join(sorted(LIVE_SETTINGS))}",
+            f"these can: {', '.join(changeable)}",
         )
-    return UpdateSettings(changes)
+    return UpdateSession(changes, audio, voice)
 
 
 def _append(message: dict) -> Request:
     try:
-        pcm = base64.b64decode(_field(message, "audio", str), validate=True)
+        return Append(base64.b64decode(_field(message, "audio", str), validate=True))
     except binascii.Error as error:
         raise ProtocolError("invalid_audio", f"audio is not base64: {error}") from error
-    if len(pcm) % 2:
-        raise ProtocolError("invalid_audio", "PCM16 audio has an even number of bytes")
-    return Append(np.frombuffer(pcm, "<i2").astype(np.float32) / 32768.0)
 
 
 def _item_create(message: dict) -> Request:
@@ -274,10 +296,11 @@ class Translator:
             return [error_message(code, event.message, None, hint=event.hint)]
         return []
 
-    def audio(self, samples: np.ndarray) -> list[dict]:
-        """Answer audio the output was given (the turn that started speaking last)."""
+    def audio(self, delta: str) -> list[dict]:
+        """Answer audio the output was given (the turn that started speaking last),
+        already encoded in the connection's output format."""
         self.with_audio.add(self.speaking)
-        delta = {"type": "response.audio.delta", "delta": encode_audio(samples)}
+        delta = {"type": "response.audio.delta", "delta": delta}
         return self._response(self.speaking, delta)
 
     def _response(self, turn: int, message: dict) -> list[dict]:

@@ -25,7 +25,7 @@ from http import HTTPStatus
 from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
-from quicksilver.assistant.commands import Mute, Unmute
+from quicksilver.assistant.commands import Mute, Unmute, UpdateSettings
 from quicksilver.assistant.config import Settings
 from quicksilver.assistant.factory import build_session
 from quicksilver.assistant.playback import StreamOutput
@@ -36,15 +36,16 @@ from quicksilver.audio.stt import Transcriber
 from quicksilver.audio.tts import Voice
 from quicksilver.engine import Engine
 from quicksilver.ui.server.config import LOOPBACK, ServerConfig
+from quicksilver.ui.server.formats import SESSION_RATE, AudioFormat, Formats, chosen_format
 from quicksilver.ui.server.page import page_response, wants_websocket
 from quicksilver.ui.server.protocol import (
-    INPUT_RATE,
     Append,
     Clear,
     Commit,
     CreateResponse,
     ProtocolError,
     Translator,
+    UpdateSession,
     error_message,
     parse,
 )
@@ -73,7 +74,7 @@ class PushMicrophone:
 
     def __init__(self, max_buffered_s: float) -> None:
         self._frames: queue.Queue[np.ndarray | None] = queue.Queue()
-        self._limit = int(max_buffered_s * INPUT_RATE)
+        self._limit = int(max_buffered_s * SESSION_RATE)
         self._buffered = 0
         self._lock = threading.Lock()
 
@@ -212,6 +213,8 @@ class Connection:
         self.translator = Translator()
         self.microphone = PushMicrophone(service.config.max_buffered_s)
         models = service.models
+        voice_rate = models.voice.sample_rate
+        self.formats = Formats(output=AudioFormat("pcm16", voice_rate), voice_rate=voice_rate)
         output = StreamOutput(models.voice.sample_rate, self._audio)
         self.session: Session = build_session(
             service.settings,
@@ -256,10 +259,16 @@ class Connection:
             "model": settings.model,
             "voice": settings.voice,
             "steps": settings.steps or models.engine.sampler.steps,
-            "input_audio_format": "pcm16",
-            "input_sample_rate": INPUT_RATE,
-            "output_audio_format": "pcm16",
-            "output_sample_rate": models.voice.sample_rate,
+            **self._audio_description(),
+        }
+
+    def _audio_description(self) -> dict:
+        formats = self.formats
+        return {
+            "input_audio_format": formats.input.codec,
+            "input_sample_rate": formats.input.rate,
+            "output_audio_format": formats.output.codec,
+            "output_sample_rate": formats.output.rate,
         }
 
     def _receive(self, raw: str | bytes) -> None:
@@ -270,7 +279,12 @@ class Connection:
             self._post([error_message(error.code, str(error), error.event_id)])
             return
         if isinstance(request, Append):
-            if not self.microphone.push(request.samples):
+            try:
+                samples = self.formats.decode(request.data)
+            except ValueError as error:
+                self._post([error_message("invalid_audio", str(error))])
+                return
+            if not self.microphone.push(samples):
                 self._post([error_message(
                     "audio_overflow",
                     f"more than {self.service.config.max_buffered_s:g} s of audio waiting; "
@@ -278,7 +292,7 @@ class Connection:
                 )])  # fmt: skip
         elif isinstance(request, Commit):
             silence = self.session.settings.hangover_ms + 200  # ms: the VAD's hang-over, and some
-            self.microphone.push(np.zeros(silence * INPUT_RATE // 1000, np.float32))
+            self.microphone.push(np.zeros(silence * SESSION_RATE // 1000, np.float32))
             self._post([{"type": "input_audio_buffer.committed"}])
         elif isinstance(request, Clear):
             self.microphone.clear()
@@ -287,11 +301,47 @@ class Connection:
             self._post([{"type": "input_audio_buffer.cleared"}])
         elif isinstance(request, CreateResponse):
             return  # answers start by themselves; accepted so Realtime clients need no change
+        elif isinstance(request, UpdateSession):
+            self._update(request)
         else:
             self.session.send(request)
 
+    def _update(self, request: UpdateSession) -> None:
+        """Formats and the voice are the connection's; live settings go to the session,
+        which answers them with its own ``session.updated``. All or nothing."""
+        voice = self.session.settings.voice
+        if request.voice not in (None, voice):
+            self._post([error_message(
+                "invalid_field",
+                f"this server speaks with {voice}; start `quicksilver serve --voice "
+                f"{request.voice}` for another voice",
+            )])  # fmt: skip
+            return
+        audio = request.audio
+        formats = self.formats
+        try:
+            new_input = chosen_format(
+                audio.get("input_audio_format", formats.input.codec),
+                audio.get("input_sample_rate"), formats.input, SESSION_RATE,
+            )  # fmt: skip
+            new_output = chosen_format(
+                audio.get("output_audio_format", formats.output.codec),
+                audio.get("output_sample_rate"), formats.output, formats.voice_rate,
+            )  # fmt: skip
+        except ValueError as error:
+            self._post([error_message("invalid_field", str(error))])
+            return
+        if request.settings:
+            self.session.send(UpdateSettings(request.settings))
+        if audio or request.voice is not None:
+            if new_input != formats.input:
+                formats.set_input(new_input)
+            formats.output = new_output
+            described = {"voice": voice, **self._audio_description()}
+            self._post([{"type": "session.updated", "session": described}])
+
     def _audio(self, samples: np.ndarray) -> None:
-        self._post(self.translator.audio(samples))
+        self._post(self.translator.audio(self.formats.encode(samples)))
 
     def _post(self, messages: list[dict]) -> None:
         """Queue messages for the client without waiting; a full queue drops the client."""
