@@ -12,8 +12,9 @@ Families:
 * **Qwen-layout masked diffusion models** (``qwen2``, ``qwen3``, e.g. the dllm-hub MDLM
   fine-tunes): standard Qwen names under ``model.``, ChatML, mask ``<|mask|>``.
 
-Dream (``model_type: Dream``) is refused with a reason: it predicts each token from the
-position before it (shifted logits), which the engine's sampler does not do.
+* **Dream** (``model_type: Dream``, ``Dream-org/Dream-v0-Instruct-7B``): the Qwen2
+  layout and names, ChatML, mask ``<|mask|>``, padding ``<|endoftext|>``; it predicts
+  each position from the one before it, so its model has ``shift_logits``.
 
 A hub id (``owner/name``) is fetched with ``huggingface_hub`` into its usual cache
 first (only the files above), or read from that cache when offline.
@@ -21,6 +22,7 @@ first (only the files above), or read from that cache when offline.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable
@@ -148,11 +150,21 @@ QWEN = Family(
     ),
 )
 
-FAMILIES = {"llada": LLADA, "qwen2": QWEN, "qwen3": QWEN}
-REFUSED = {
-    "dream": "Dream predicts each token from the position before it (shifted logits), "
-    "which the engine's sampler does not do; use LLaDA or a Qwen-layout MDLM",
-}
+
+def _dream_config(c: dict) -> ModelConfig:
+    return dataclasses.replace(_qwen_config(c), shift_logits=True)
+
+
+DREAM = Family(
+    name="Dream",
+    model_config=_dream_config,
+    tensor_names=QWEN.tensor_names,
+    # Dream-Instruct ends its reply with <|im_end|> and pads the canvas with <|endoftext|>.
+    specials=SpecialTokens(mask="<|mask|>", end="<|endoftext|>", think=None, answer=None),
+    template=QWEN.template,
+)
+
+FAMILIES = {"llada": LLADA, "qwen2": QWEN, "qwen3": QWEN, "dream": DREAM}
 
 
 def is_hub_folder(folder: Path) -> bool:
@@ -169,8 +181,6 @@ def is_hub_folder(folder: Path) -> bool:
 
 def family_of(config: dict, source: Path) -> Family:
     model_type = str(config.get("model_type", "")).lower()
-    if model_type in REFUSED:
-        raise ValueError(f"{source}: {REFUSED[model_type]}")
     if model_type not in FAMILIES:
         raise ValueError(
             f"{source}: model_type {config.get('model_type')!r} is not a family the engine "

@@ -44,6 +44,7 @@ class ModelConfig:
     tie_embeddings: bool = False
     prompt_sees_reply: bool = True  # False: prompt attends to itself only (exact prompt cache)
     head_size: int | None = None  # None: d_model / n_heads (Qwen3 checkpoints use wider heads)
+    shift_logits: bool = False  # True (Dream): position i's logits come from position i - 1
 
     def __post_init__(self) -> None:
         if self.n_kv_heads is None:
@@ -374,6 +375,8 @@ class Transformer(nn.Module):
     ) -> Tensor:
         """Logits (batch, n, vocab) for ``tokens`` (batch, n) at positions ``start..start+n``.
 
+        With ``shift_logits`` the logits at a pass's first position are not meaningful
+        (they would come from the position before it): start a pass one earlier.
         ``start`` may instead be :class:`Scattered` (bidirectional, with a ``cache``):
         the n tokens sit at its positions. ``prompt_len`` (an int, or one per row) marks
         the prompt; with ``prompt_sees_reply=False`` prompt queries then attend to prompt
@@ -399,6 +402,8 @@ class Transformer(nn.Module):
             )
         if rows is not None and causal:
             raise ValueError("rows of different lengths run bidirectionally only")
+        if self.config.shift_logits and isinstance(start, Scattered):
+            raise ValueError("a model with shifted logits needs contiguous passes, not scattered")
         cos, sin = self.rope(tokens.device)
         mask = None
         if not causal and not self.config.prompt_sees_reply and prompt_len is not None:
@@ -414,6 +419,8 @@ class Transformer(nn.Module):
         x = self.embed(tokens)
         for block in self.blocks:
             x = block(x, cos, sin, start, mask, causal, cache)
+        if self.config.shift_logits:  # each position is predicted by the one before it
+            x = torch.cat([x[:, :1], x[:, :-1]], dim=1)
         if logits_for is not None:
             x = x[logits_for] if _is_row_mask(logits_for) else x[:, logits_for]
         return self.lm_head(self.norm(x))

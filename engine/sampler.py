@@ -189,6 +189,11 @@ class Canvases:
     def __init__(self, model: Transformer, config: SamplerConfig, *, mask_id: int, end_id: int):
         self.model, self.config = model, config
         self.mask_id, self.end_id = mask_id, end_id
+        if model.config.shift_logits and config.canvas_cache == "delayed":
+            raise ValueError(
+                "canvas_cache='delayed' runs scattered positions, which a model with shifted "
+                "logits (Dream) cannot read its predictions from; use canvas_cache='off'"
+            )
         self.cache_mode = _cache_mode(model, config)
         self.blocks, self.budgets = config.blocks, config.step_budgets()
         self.total_steps = sum(self.budgets)
@@ -352,6 +357,8 @@ class Canvases:
         w1 - w0, vocab) for canvas positions [w0, w1)."""
         valid = [row.valid for row in self.rows]
         start = 0 if None in valid else self.width + min(valid)
+        if self.model.config.shift_logits:  # position i is read from i - 1's output
+            start = min(start, self.width + w0 - 1)
         end, rows = self._layout()
         shift = self.width - start
         return self.model(

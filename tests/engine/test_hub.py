@@ -19,7 +19,7 @@ import pytest
 import torch
 from quicksilver.engine import Engine, ModelConfig, SpecialTokens
 from quicksilver.engine.tokenizer import byte_level_tokenizer
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 LLADA_SPECIALS = ["<|mdm_mask|>", "<|eot_id|>", "<|startoftext|>", "<|endoftext|>"]
 LLADA_SPECIALS += ["<|start_header_id|>", "<|end_header_id|>"]
@@ -159,9 +159,6 @@ def test_a_qwen3_mdlm_with_wide_tied_grouped_normed_heads_loads(tmp_path):
 def test_unreadable_families_and_foreign_tensors_are_refused_with_the_reason(tmp_path):
     tiny_llada(tmp_path / "llada")
     config = json.loads((tmp_path / "llada" / "config.json").read_text())
-    (tmp_path / "llada" / "config.json").write_text(json.dumps({**config, "model_type": "Dream"}))
-    with pytest.raises(ValueError, match="shifted logits"):
-        Engine.load(tmp_path / "llada")
     (tmp_path / "llada" / "config.json").write_text(json.dumps({**config, "model_type": "t5"}))
     with pytest.raises(ValueError, match="'t5' is not a family the engine reads"):
         Engine.load(tmp_path / "llada")
@@ -221,3 +218,105 @@ def test_a_hub_id_is_read_from_the_hugging_face_cache_offline(tmp_path):
     missing = load_in_a_fresh_process("quicksilver-test/not-there", tmp_path / "hf")
     assert missing.returncode != 0
     assert "is not in the Hugging Face cache" in missing.stderr
+
+
+DREAM_SPECIALS = ["<|mask|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def tiny_dream(folder: Path):
+    """A Dream checkpoint as Dream-org ships it (its config keys, Qwen2 tensor names, q/k/v
+    biases, untied head), its weights drawn by transformers' own Qwen2 model: that model,
+    run bidirectionally with the logits shifted as Dream's generation code shifts them,
+    is the reference."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    size = vocab(DREAM_SPECIALS)
+    shape = dict(
+        vocab_size=size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+        rms_norm_eps=1e-6, rope_theta=1_000_000.0, tie_word_embeddings=False,
+    )  # fmt: skip
+    torch.manual_seed(11)
+    qwen = Qwen2ForCausalLM(Qwen2Config(**shape, attn_implementation="eager")).eval()
+    with torch.no_grad():
+        for name, param in qwen.named_parameters():
+            if name.endswith(("bias", "norm.weight")):  # not the init's zeros and ones
+                param.normal_(0.0 if name.endswith("bias") else 1.0, 0.1)
+    tok = hub_tokenizer(DREAM_SPECIALS)
+    config = {
+        "model_type": "Dream", "architectures": ["DreamModel"], "hidden_act": "silu",
+        "auto_map": {"AutoConfig": "configuration_dream.DreamConfig",
+                     "AutoModel": "modeling_dream.DreamModel"},
+        "mask_token_id": tok.token_to_id("<|mask|>"),
+        "pad_token_id": tok.token_to_id("<|endoftext|>"),
+        "bos_token_id": tok.token_to_id("<|endoftext|>"),
+        "eos_token_id": tok.token_to_id("<|endoftext|>"),
+        "torch_dtype": "float32", "use_cache": False, "use_sliding_window": False,
+        "sliding_window": None, "max_window_layers": 28, "rope_scaling": None, **shape,
+    }  # fmt: skip
+    write_folder(folder, config, dict(qwen.state_dict()), DREAM_SPECIALS)
+    return qwen
+
+
+def dream_reference(qwen, ids: torch.Tensor) -> torch.Tensor:
+    n = ids.shape[1]
+    with torch.no_grad():
+        logits = qwen(ids, attention_mask=torch.zeros(1, 1, n, n)).logits  # bidirectional
+    return torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
+
+
+def test_a_dream_checkpoint_matches_its_reference_forward(tmp_path):
+    qwen = tiny_dream(tmp_path / "dream")
+    engine = Engine.load(tmp_path / "dream", device="cpu", dtype=torch.float32)
+    assert engine.model.config.shift_logits and engine.model.config.qkv_bias
+    ids = torch.arange(10, 60).unsqueeze(0)
+    with torch.inference_mode():
+        ours = engine.model(ids)
+    torch.testing.assert_close(ours, dream_reference(qwen, ids), rtol=0, atol=1e-4)
+
+    tok = engine.tokenizer
+    assert tok.mask_id == tok.hf.token_to_id("<|mask|>")
+    assert tok.end_id == tok.hf.token_to_id("<|endoftext|>")
+    prompt = tok.hf.decode(tok.prompt_ids("hi"), skip_special_tokens=False)
+    assert prompt == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"block_length": 8, "prompt_cache": "approximate"}], ids=["plain", "blocks"]
+)
+def test_dream_denoises_with_the_one_sampler_reading_shifted_logits(tmp_path, options):
+    """The first greedy pass commits the canvas position whose shifted reference
+    prediction is the most confident, with that prediction."""
+    qwen = tiny_dream(tmp_path / "dream")
+    engine = Engine.load(tmp_path / "dream", device="cpu", dtype=torch.float32)
+    tok = engine.tokenizer
+    prompt = tok.prompt_ids("hi")
+    frames = list(engine.stream("hi", steps=16, max_new_tokens=16, **options))
+    assert len(frames) == 16 and frames[-1].answer.forward_passes == 16
+    first = next(iter(engine.stream("hi", steps=16, max_new_tokens=16, **options)))
+    assert first.committed == 1
+    ids = torch.tensor([prompt + [tok.mask_id] * 16])
+    logits = dream_reference(qwen, ids)[0, len(prompt) : len(prompt) + (8 if options else 16)]
+    logits[:, tok.mask_id] = -float("inf")
+    probs = logits.softmax(-1)
+    position = int(probs.max(-1).values.argmax())
+    token = int(probs[position].argmax())
+    with torch.inference_mode():
+        canvases = engine.canvases(engine.sampler_config(steps=16, max_new_tokens=16, **options))
+        canvases.add(0, torch.tensor(prompt))
+        (after,) = canvases.step()
+    assert (~after.masked).nonzero().flatten().tolist() == [position]
+    assert int(after.canvas[position]) == token
+
+
+def test_dream_refuses_the_scattered_canvas_cache_and_a_missing_tensor(tmp_path):
+    tiny_dream(tmp_path / "dream")
+    engine = Engine.load(tmp_path / "dream", device="cpu")
+    with pytest.raises(ValueError, match=r"shifted logits.*canvas_cache='off'"):
+        engine.answer("hi", steps=4, max_new_tokens=8, canvas_cache="delayed")
+    for shard in (tmp_path / "dream").glob("*.safetensors"):
+        tensors = load_file(shard)
+        tensors.pop("model.layers.1.self_attn.k_proj.bias", None)
+        save_file(tensors, str(shard))
+    with pytest.raises(ValueError, match=r"missing blocks\.1\.attn\.k_proj\.bias"):
+        Engine.load(tmp_path / "dream", device="cpu")
