@@ -65,15 +65,19 @@ def build_session(
         _step(progress, "microphone", lambda: _device(settings.input_device, "input"), False)
     kind = "given" if output is not None else _check_output(settings, wiring, progress)
     engine = engine or _step(
-        progress, "engine", lambda: load_engine(settings.model, settings.device)
+        progress, "engine", lambda: load_engine(settings.model, settings.device, settings.threads)
     )
     if not (wiring.microphone or wiring.speech):
         transcriber = None
     elif transcriber is None:
-        transcriber = _step(progress, "whisper", lambda: load_transcriber(settings.whisper_model))
+        transcriber = _step(
+            progress, "whisper", lambda: load_transcriber(settings.whisper_model, settings.threads)
+        )
     speak = None
     if kind != "none":
-        voice = voice or _step(progress, "voice", lambda: load_voice(settings.voice))
+        voice = voice or _step(
+            progress, "voice", lambda: load_voice(settings.voice, settings.threads)
+        )
         speak = Speak(voice, output or _open_output(settings, wiring, kind, voice.sample_rate))
     if wiring.microphone and microphone is None:
         try:

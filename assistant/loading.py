@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+import torch
+from quicksilver.assistant.config import thread_budget
 from quicksilver.audio.stt import Transcriber
 from quicksilver.audio.tts import Voice
 from quicksilver.engine import Engine
@@ -54,13 +56,18 @@ def _load(component: str, what: str, load: Callable[[], T]) -> T:
         raise StartupError(component, f"cannot load {what}: {error}") from error
 
 
-def load_engine(model: str, device: str = "auto") -> Engine:
+def load_engine(model: str, device: str = "auto", threads: int = 0) -> Engine:
+    """The engine; torch's threads (process-wide) set to the budget (``thread_budget``)."""
+    torch.set_num_threads(thread_budget(threads))
     return _load("engine", f"the model {model!r}", lambda: Engine.load(model, device=device))
 
 
-def load_transcriber(model: str) -> Transcriber:
-    return _load("whisper", f"the Whisper model {model!r}", lambda: Transcriber(model))
+def load_transcriber(model: str, threads: int = 0) -> Transcriber:
+    budget = thread_budget(threads)
+    return _load("whisper", f"the Whisper model {model!r}",
+                 lambda: Transcriber(model, cpu_threads=budget))  # fmt: skip
 
 
-def load_voice(voice: str) -> Voice:
-    return _load("voice", f"the Piper voice {voice!r}", lambda: Voice(voice))
+def load_voice(voice: str, threads: int = 0) -> Voice:
+    budget = thread_budget(threads)
+    return _load("voice", f"the Piper voice {voice!r}", lambda: Voice(voice, threads=budget))

@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from quicksilver.audio.textnorm import spoken_numbers_to_digits
 from quicksilver.audio.vad import SAMPLE_RATE, SileroVad, VadConfig, speech_segments
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,13 @@ _SHORT_MIN_WINDOW_S = 8.0  # ...which is the clip plus a margin, at least this l
 _SHORT_MARGIN_S = 2.0
 _TOKENS_PER_S = 8  # generous speech token rate; more than this means a decoding loop
 _MAX_COMPRESSION = 2.4  # Whisper's own repetition threshold
+# Whisper reads its prompt as what was said just before the clip, so a prompt in the
+# assistant's domain makes numbers come out as digits and its words more likely.
+DOMAIN_PROMPT = (
+    "What is 17 times 3? 205 plus 90. 48 divided by 6. Which is bigger, 15 or 50? "
+    "Spell the word dog backwards. How many r's are in strawberry? The first letter. "
+    "How many meters in 12 kilometers?"
+)
 
 
 @dataclass(frozen=True)
@@ -38,8 +46,11 @@ class SttOptions:
     no_speech_threshold: float = 0.6  # drop a segment above this no-speech probability...
     log_prob_threshold: float = -1.0  # ...when its mean log-probability is also below this
     vad_gate: bool = True  # return "" without decoding when Silero hears no speech
-    initial_prompt: str | None = None  # vocabulary hints, e.g. names
+    initial_prompt: str | None = DOMAIN_PROMPT  # text "said before" a clip (up to 30 s)
+    hotwords: str | None = None  # words to favour in a clip, given to Whisper the same way
+    without_timestamps: bool = True  # short clips: decode text only (long input needs times)
     short_window: bool = True  # encode short clips without Whisper's 30 s of padding
+    join_numbers: bool = True  # "200 and 5" → "205": one spoken number written in pieces
 
 
 @dataclass(frozen=True)
@@ -114,7 +125,9 @@ class Transcriber:
         self.options = options or SttOptions()
         self.device = _resolve_device(device)
         compute_type = compute_type or ("float16" if self.device.startswith("cuda") else "int8")
-        threads = cpu_threads or min(4, os.cpu_count() or 1)
+        if cpu_threads < 0:
+            raise ValueError(f"cpu_threads must be 0 (automatic) or more, got {cpu_threads}")
+        self.cpu_threads = cpu_threads or min(4, os.cpu_count() or 1)
         source = self._resolve_model(model)
         device_name, _, index = self.device.partition(":")
         try:
@@ -123,7 +136,7 @@ class Transcriber:
                 device=device_name,
                 device_index=int(index or 0),
                 compute_type=compute_type,
-                cpu_threads=threads,
+                cpu_threads=self.cpu_threads,
             )
         except Exception as error:  # CTranslate2/huggingface raise many kinds
             raise ValueError(
@@ -166,6 +179,12 @@ class Transcriber:
         ``speech_checked`` skips the VAD gate when the caller already knows the clip
         holds speech (the streaming transcriber's utterances).
         """
+        for segment in self._decoded(samples, speech_checked):
+            if self.options.join_numbers:
+                segment = replace(segment, text=spoken_numbers_to_digits(segment.text))
+            yield segment
+
+    def _decoded(self, samples: np.ndarray, speech_checked: bool) -> Iterator[Segment]:
         audio = as_samples(samples)
         if audio.size < SAMPLE_RATE // 10 or float(np.abs(audio).max()) < 1e-3:
             return  # under 0.1 s, or digital silence: nothing Whisper could hear
@@ -187,8 +206,10 @@ class Transcriber:
             no_speech_threshold=options.no_speech_threshold,
             log_prob_threshold=options.log_prob_threshold,
             condition_on_previous_text=False,  # stops one hallucination seeding the next
-            without_timestamps=not long_input,
-            initial_prompt=options.initial_prompt,
+            without_timestamps=options.without_timestamps and not long_input,
+            # prompts are for utterances: on a long recording they merge its segments
+            initial_prompt=None if long_input else options.initial_prompt,
+            hotwords=None if long_input else options.hotwords,
             vad_filter=long_input and options.vad_gate,  # skip the silences of long files
         )
         for raw_segment in raw:
@@ -247,7 +268,10 @@ class _ShortWindowDecoder:
         )  # fmt: skip
         previous = self.tokenizer.encode(" " + options.initial_prompt.strip()) if (
             options.initial_prompt) else []  # fmt: skip
-        self.prompt = model.get_prompt(self.tokenizer, previous, without_timestamps=True)
+        self.prompt = model.get_prompt(
+            self.tokenizer, previous, without_timestamps=options.without_timestamps,
+            hotwords=options.hotwords,
+        )  # fmt: skip
         self.suppress = get_suppressed_tokens(self.tokenizer, (-1,))
 
     def decode(self, audio: np.ndarray) -> Segment | None:
@@ -261,7 +285,7 @@ class _ShortWindowDecoder:
         cap = int(duration * _TOKENS_PER_S) + 10
         result = self.model.model.generate(
             encoded, [self.prompt], beam_size=self.options.beam_size,
-            max_length=2 * cap,  # CTranslate2 4.x stops Whisper at half of max_length
+            max_length=len(self.prompt) + 2 * cap,  # the prompt counts; past cap is a loop
             return_scores=True, return_no_speech_prob=True, suppress_blank=True,
             suppress_tokens=self.suppress,
         )[0]  # fmt: skip

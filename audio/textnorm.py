@@ -205,3 +205,17 @@ def normalize_text(text: str) -> str:
     for symbol, words in _SYMBOLS.items():
         text = text.replace(symbol, words)
     return re.sub(r"\s+", " ", text).strip()
+
+
+# One spoken number that Whisper wrote as pieces: "two hundred and five" as "200 and 5",
+# "five hundred and ninety-seven" as "590 7", "forty-two" as "40 2". Only a round number
+# followed by what fills its zeros is joined; commas (lists: "18, 68 and 31") stop it.
+_HUNDREDS_AND_RE = re.compile(r"(?<![\d.,])([1-9]00)(?: and)? ([1-9]\d?)(?![\d.,]\d|\d)")
+_TENS_UNITS_RE = re.compile(r"(?<![\d.,])(\d*[1-9]0) ([1-9])(?![\d.,]\d|\d)")
+
+
+def spoken_numbers_to_digits(text: str) -> str:
+    """Join the pieces of one spoken number in a transcript: "200 and 5" → "205",
+    "590 7" → "597", "40 2" → "42"; everything else is left as it is."""
+    text = _HUNDREDS_AND_RE.sub(lambda m: str(int(m[1]) + int(m[2])), text)
+    return _TENS_UNITS_RE.sub(lambda m: str(int(m[1]) + int(m[2])), text)

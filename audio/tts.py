@@ -108,7 +108,10 @@ class Voice:
         rate: float = 1.0,
         volume: float = 1.0,
         use_cuda: bool = False,
+        threads: int = 0,
     ) -> None:
+        """``threads``: onnxruntime's intra-op threads (0: its default, one per core), so
+        that Piper sharing a small CPU with Whisper and the engine takes only its share."""
         import onnxruntime
         from piper import PiperConfig, PiperVoice, SynthesisConfig
 
@@ -126,6 +129,9 @@ class Voice:
         # Idle worker threads would spin; on a small CPU shared with Whisper and the engine
         # that spinning costs more than it saves (about 1.5x slower synthesis when loaded).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if threads < 0:
+            raise ValueError(f"threads must be 0 (onnxruntime's default) or more, got {threads}")
+        options.intra_op_num_threads = threads
         providers = ["CUDAExecutionProvider"] if use_cuda else ["CPUExecutionProvider"]
         try:
             self._piper = PiperVoice(

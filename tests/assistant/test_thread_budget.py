@@ -1,0 +1,34 @@
+"""Whisper, Piper and the engine each get the settings' thread budget, not a thread per
+core: in one process on a small shared CPU the libraries' defaults preempt one another."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from quicksilver.assistant.config import Settings, load_settings, thread_budget
+from quicksilver.assistant.factory import build_session
+from quicksilver.assistant.wiring import Wiring
+
+
+def test_the_default_budget_is_half_the_cores():
+    assert thread_budget(0) == max(1, (os.cpu_count() or 1) // 2)
+    assert thread_budget(3) == 3
+    settings, sources = load_settings({}, env={"QUICKSILVER_THREADS": "2"})
+    assert settings.threads == 2 and sources["threads"] == "environment QUICKSILVER_THREADS"
+
+
+def test_the_session_gives_each_component_its_budget(tmp_path):
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        wiring = Wiring(microphone=False, speech=True, output="file",
+                        output_path=tmp_path / "answers.wav", log=False)  # fmt: skip
+        # 5: neither the automatic budget nor any library's default on a small machine
+        session = build_session(Settings(threads=5), wiring)
+        assert torch.get_num_threads() == 5
+        assert session.transcribe.transcriber.cpu_threads == 5
+        piper = session.speak.voice._piper.session
+        assert piper.get_session_options().intra_op_num_threads == 5
+    finally:
+        torch.set_num_threads(before)
