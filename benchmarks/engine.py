@@ -9,6 +9,13 @@ For each model size, on one random model (``Engine.random(config, seed=0)``):
 * time against answer length at 16 steps, and against steps at 256 tokens;
 * forward passes per answer, counted by a hook on the model.
 
+``--batching`` measures batched and continuous denoising instead (16 steps): tokens/s of
+``Engine.answer_batch`` at each ``--batches`` size against batch 1, then a stream of
+``--arrivals`` conversations arriving at a fixed interval (half a lone answer's time: twice
+what one-at-a-time can serve) through ``engine.Scheduler`` with ``max_batch`` 16 against
+``max_batch`` 1 (one at a time, the same queue): p50/p95 latency per answer from its
+arrival, and the wall time of the whole stream.
+
 All configurations of one size are timed round-robin (one run of each, then again), so
 load on a shared machine hits them alike. Absolute times only compare within one run;
 the ratios are the result. Run from the repository root: ``python benchmarks/engine.py``.
@@ -22,6 +29,7 @@ import json
 import platform
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,7 +41,7 @@ from pathlib import Path
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
 
 import torch  # noqa: E402
-from quicksilver.engine import Engine, ModelConfig, Tokenizer  # noqa: E402
+from quicksilver.engine import Engine, ModelConfig, Scheduler, Tokenizer  # noqa: E402
 from quicksilver.engine.model import KVCache, Transformer  # noqa: E402
 from quicksilver.engine.sampler import CanvasCache  # noqa: E402
 
@@ -297,6 +305,94 @@ def report(name: str, params: int, rows: list[Row], gpu: bool) -> str:
     return "\n".join(lines)
 
 
+def conversations(count: int) -> list[list[dict[str, str]]]:
+    """``count`` different conversations of different prompt lengths."""
+    return [
+        [PROMPT[0], {"role": "user", "content": f"What is {i + 2} times 3?" + " Why?" * (i % 5)}]
+        for i in range(count)
+    ]
+
+
+def synchronize(engine: Engine) -> None:
+    if engine.device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def bench_batching(name: str, engine: Engine, args: argparse.Namespace) -> tuple[str, list[dict]]:
+    """Batch throughput against batch 1, and a stream of arrivals with and without
+    continuous batching (see the module doc)."""
+    options = {"steps": 16, "max_new_tokens": args.tokens}
+    rows, times = [], {}
+    for size in (*args.batches, *args.batches):  # each size twice: warm-up, then timed
+        batch = conversations(size)
+        synchronize(engine)
+        began = time.perf_counter()
+        answers = engine.answer_batch(batch, **options)
+        synchronize(engine)
+        times[size] = time.perf_counter() - began
+        assert all(a.forward_passes == 16 for a in answers)
+    base = args.tokens / times[args.batches[0]]
+    lines = [
+        f"{name}: batched denoising, 16 steps, {args.tokens}-token canvases",
+        "",
+        f"| batch | s per batch | tokens/s | × batch {args.batches[0]} |",
+        "|---:|---:|---:|---:|",
+    ]
+    for size in args.batches:
+        rate = size * args.tokens / times[size]
+        lines.append(f"| {size} | {times[size]:.3f} | {rate:,.0f} | {rate / base:.2f} |")
+        rows.append({"size": name, "batch": size, "seconds": times[size], "tokens_per_s": rate})
+    interval = times[1 if 1 in times else args.batches[0]] / 2
+    lines += [
+        "",
+        f"{name}: {args.arrivals} conversations arriving every {interval * 1000:.0f} ms "
+        "(half a lone answer's time)",
+        "",
+        "| scheduler | p50 s | p95 s | stream wall s |",
+        "|---|---:|---:|---:|",
+    ]
+    latencies = {}
+    for max_batch in (1, 16):
+        latency, wall = stream_of_arrivals(engine, max_batch, interval, args.arrivals, options)
+        latencies[max_batch] = latency
+        p50, p95 = percentile(latency, 50), percentile(latency, 95)
+        label = "one at a time (max_batch 1)" if max_batch == 1 else "continuous, max_batch 16"
+        lines.append(f"| {label} | {p50:.3f} | {p95:.3f} | {wall:.2f} |")
+        rows.append({"size": name, "max_batch": max_batch, "p50_s": p50, "p95_s": p95,
+                     "wall_s": wall, "interval_s": interval})  # fmt: skip
+    ratio = percentile(latencies[1], 50) / percentile(latencies[16], 50)
+    lines.append(f"\np50 one at a time / continuous: {ratio:.2f}")
+    return "\n".join(lines), rows
+
+
+def stream_of_arrivals(
+    engine: Engine, max_batch: int, interval: float, count: int, options: dict
+) -> tuple[list[float], float]:
+    """Submit ``count`` conversations ``interval`` seconds apart; per-answer latency from
+    its submission (Answer.latency_s) and the wall time until the last answer."""
+    batch = conversations(count)
+    with Scheduler(engine, max_batch=max_batch) as scheduler:
+        handles = []
+        began = time.perf_counter()
+
+        def arrive() -> None:
+            for i, conversation in enumerate(batch):
+                time.sleep(max(0.0, began + i * interval - time.perf_counter()))
+                handles.append(scheduler.submit(conversation, drafts=False, **options))
+
+        arrivals = threading.Thread(target=arrive)
+        arrivals.start()
+        arrivals.join()
+        latency = [handle.result().latency_s for handle in handles]
+        wall = time.perf_counter() - began
+    return latency, wall
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
 def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(",") if x)
 
@@ -320,6 +416,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--quick", action="store_true", help="tiny model, one round, shorter sweeps: < 1 min"
     )
     parser.add_argument("--json", metavar="OUT", help="also write every row to this JSON file")
+    parser.add_argument(
+        "--batching", action="store_true", help="batched and continuous denoising instead"
+    )
+    parser.add_argument("--batches", type=_ints, default=(1, 4, 16), help="batch sizes (1,4,16)")
+    parser.add_argument("--arrivals", type=int, default=16, help="conversations in the stream")
+    parser.add_argument("--tokens", type=int, default=128, help="--batching canvas length (128)")
     args = parser.parse_args(argv)
     args.sizes = (args.sizes or ("tiny" if args.quick else "tiny,small,medium")).split(",")
     args.sweep_sizes = args.sizes[:1] if args.sweep_sizes is None else args.sweep_sizes.split(",")
@@ -354,9 +456,14 @@ def main(argv: list[str] | None = None) -> None:
             f"built in {time.perf_counter() - began:.1f} s",
             file=sys.stderr,
         )
-        rows = bench_size(name, engine, args, sweep=name in args.sweep_sizes)
-        all_rows += rows
-        sections.append(report(name, config.parameter_count(), rows, gpu))
+        if args.batching:
+            section, records = bench_batching(name, engine, args)
+            sections.append(section)
+            all_rows += records
+        else:
+            rows = bench_size(name, engine, args, sweep=name in args.sweep_sizes)
+            all_rows += rows
+            sections.append(report(name, config.parameter_count(), rows, gpu))
         del engine
         if gpu:
             torch.cuda.empty_cache()
@@ -370,7 +477,10 @@ def main(argv: list[str] | None = None) -> None:
     print(header, "", "\n\n".join(sections), sep="\n", flush=True)
     if args.json:
         records = [
-            dataclasses.asdict(r) | {"tokens_per_s": r.tokens_per_s, "ms_per_pass": r.ms_per_pass}
+            r
+            if isinstance(r, dict)
+            else dataclasses.asdict(r)
+            | {"tokens_per_s": r.tokens_per_s, "ms_per_pass": r.ms_per_pass}
             for r in all_rows
         ]
         Path(args.json).write_text(json.dumps({"header": header, "rows": records}, indent=1))

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The engine benchmark on a CUDA GPU: an 8B LLaDA-shaped random model in bf16, built
 # directly on the GPU; diffusion at 16/32 steps vs the same weights decoding
-# autoregressively with a KV cache, 256-token answers (tokens/s, ms per step, peak memory).
+# autoregressively with a KV cache, 256-token answers (tokens/s, ms per step, peak memory);
+# then batched denoising at batch 1, 8 and 32 (16 steps, 256-token canvases) and a stream of
+# arrivals through the continuous-batching scheduler against one at a time (issue 25).
 #
 #   bash benchmarks/gpu.sh            # on a CUDA machine; a few minutes on an A100/H100
 #   bash benchmarks/gpu.sh --small    # tiny model on the CPU, to know the script works
@@ -17,7 +19,9 @@ python3 -c "import quicksilver.engine" 2>/dev/null || python3 -m pip install --q
 if [[ "${1:-}" == "--small" ]]; then
     shift
     set -- --device cpu --sizes tiny --quick --threads 1 "$@"
+    batching=(--batches 1,4 --tokens 32 --arrivals 4)
 else
+    batching=(--batches 1,8,32 --tokens 256 --arrivals 32)
     python3 -c "import torch; assert torch.cuda.is_available(), 'PyTorch sees no CUDA GPU'"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
     set -- --device cuda --dtype bfloat16 --sizes llada-8b --repeats 3 "$@"
@@ -25,3 +29,5 @@ fi
 json="${OUT:-${TMPDIR:-/tmp}}/engine-benchmark.json"
 python3 benchmarks/engine.py "$@" --json "$json"
 echo "rows written to $json"
+python3 benchmarks/engine.py "$@" --batching "${batching[@]}" --json "${json%.json}-batching.json"
+echo "rows written to ${json%.json}-batching.json"

@@ -185,24 +185,22 @@ class Scheduler:
         """One step boundary and pass: drop cancelled rows, admit waiting conversations
         (first come, first served, up to ``max_batch``), run one pass for every batch,
         hand out frames and retire finished rows. False when there was nothing to do."""
-        with self._lock:
-            for handle in self._cancelled:
-                self._drop(handle)
-            self._cancelled.clear()
-            admitted = []
-            while self._waiting and len(self._running) < self.max_batch:
-                handle = self._waiting.popleft()
-                self._running[handle.id] = handle
-                admitted.append(handle)
-            batches = list(self._batches.items())
-        for handle in admitted:
-            batches = self._admit(handle, batches)
-        if not batches:
-            return False
-        with torch.inference_mode():
+        with torch.inference_mode():  # the batch's tensors are inference tensors
+            with self._lock:
+                for handle in self._cancelled:
+                    self._drop(handle)
+                self._cancelled.clear()
+                admitted = []
+                while self._waiting and len(self._running) < self.max_batch:
+                    handle = self._waiting.popleft()
+                    self._running[handle.id] = handle
+                    admitted.append(handle)
+                batches = list(self._batches.items())
+            for handle in admitted:
+                batches = self._admit(handle, batches)
             for config, canvases in batches:
                 self._pass(config, canvases)
-        return True
+        return bool(batches)
 
     def close(self) -> None:
         """Cancel everything still waiting or running and stop the worker."""

@@ -47,10 +47,10 @@ def test_answers_from_many_threads_equal_single_answers(engine):
 def test_an_arrival_mid_run_is_admitted_at_the_next_step_boundary(engine, count_passes):
     scheduler = Scheduler(engine, max_batch=4, start=False)
     counter = count_passes(engine)
-    first = scheduler.submit(QUESTIONS[2], **OPTIONS)
+    first = scheduler.submit(QUESTIONS[0], **OPTIONS)
     for _ in range(3):
         scheduler.step()
-    second = scheduler.submit(QUESTIONS[0], **OPTIONS)
+    second = scheduler.submit(QUESTIONS[2], **OPTIONS)  # a longer prompt: the batch widens
     assert scheduler.waiting == 1
     scheduler.step()
     assert scheduler.running == 2 and scheduler.waiting == 0
@@ -60,8 +60,8 @@ def test_an_arrival_mid_run_is_admitted_at_the_next_step_boundary(engine, count_
         pass
     # One pass a step for both rows: 8 steps for the first, the second 3 behind it.
     assert counter.passes == scheduler.passes == 8 + 3
-    assert first.result().tokens == engine.answer(QUESTIONS[2], **OPTIONS).tokens
-    assert second.result().tokens == engine.answer(QUESTIONS[0], **OPTIONS).tokens
+    assert first.result().tokens == engine.answer(QUESTIONS[0], **OPTIONS).tokens
+    assert second.result().tokens == engine.answer(QUESTIONS[2], **OPTIONS).tokens
     assert first.result().forward_passes == second.result().forward_passes == 8
 
 
