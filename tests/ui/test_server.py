@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import socket
@@ -292,6 +293,32 @@ async def test_twenty_clients_three_turns_each_are_all_answered(models: Models, 
     for done in answers:  # every turn answered, in order, none lost
         assert [d["response"]["id"] for d in done] == ["resp_1", "resp_2", "resp_3"]
         assert all(d["response"]["status"] == "completed" and d["response"]["text"] for d in done)
+    steps = sum(d["response"]["timings"]["steps"] for done in answers for d in done)
+    assert service.scheduler.passes < steps  # turns that overlapped shared passes
+
+
+@pytest.mark.parametrize("max_batch", [1, 4])
+async def test_turns_from_several_clients_share_the_engines_passes_up_to_max_batch(
+    models: Models, tmp_path: Path, max_batch: int
+):
+    async def ask(websocket: ClientConnection, number: int) -> dict:
+        await websocket.send(json.dumps(text_item(f"what is {number} plus 1")))
+        return (await receive_until(websocket, "response.done", TURN_S))[-1]
+
+    service = server(models, tmp_path, max_batch=max_batch)
+    async with service, contextlib.AsyncExitStack() as stack:  # all connected before any asks
+        clients = [await stack.enter_async_context(connect(url(service))) for _ in range(4)]
+        for websocket in clients:
+            await receive(websocket, timeout=60)
+        done = await asyncio.wait_for(
+            asyncio.gather(*(ask(ws, n) for n, ws in enumerate(clients))), 120
+        )
+    steps = [d["response"]["timings"]["steps"] for d in done]
+    assert all(d["response"]["status"] == "completed" for d in done)
+    if max_batch == 1:  # a fair queue, one turn at a time: a pass per step of each
+        assert service.scheduler.passes == sum(steps)
+    else:  # four turns asked at once are denoised together
+        assert max(steps) <= service.scheduler.passes < sum(steps)
 
 
 async def audio_seconds(websocket: ClientConnection, question: str, bytes_per_s: int) -> float:

@@ -31,6 +31,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         token=args.token,
         allow_origins=tuple(args.allow_origin),
         max_clients=args.max_clients,
+        max_batch=args.max_batch,
         idle_timeout_s=args.idle_timeout,
         log=args.log,
     )
@@ -106,6 +107,11 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
     serve.add_argument(
         "--max-clients", type=int, default=defaults.max_clients, metavar="N",
         help=f"connections at once; more get HTTP 503 (default {defaults.max_clients})",
+    )  # fmt: skip
+    serve.add_argument(
+        "--max-batch", type=int, default=defaults.max_batch, metavar="N",
+        help="turns denoised together in one batch; more wait their turn, first come "
+        f"first served (default {defaults.max_batch}; 1: one at a time)",
     )  # fmt: skip
     serve.add_argument(
         "--idle-timeout", type=float, default=defaults.idle_timeout_s, metavar="S",

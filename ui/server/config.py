@@ -20,10 +20,13 @@ class ServerConfig:
     send_queue: int = 1024  # messages waiting for a client; beyond: it is dropped
     max_buffered_s: float = 60.0  # pushed audio not yet heard; beyond: refused
     max_clients: int = 16  # beyond: the handshake gets HTTP 503
+    max_batch: int = 8  # turns denoised together; more wait their turn, first come first served
     idle_timeout_s: float = 300.0  # nothing sent either way this long: the connection closes
     log: bool = False  # append each connection's turns to the settings' log
 
     def check(self) -> None:
         """Refuse a configuration that exposes the assistant without a token."""
+        if self.max_batch < 1:
+            raise ValueError(f"--max-batch must be at least 1, got {self.max_batch}")
         if self.host not in LOOPBACK and not self.token:
             raise ValueError(f"binding {self.host} needs --token: anyone could reach it")

@@ -1,7 +1,9 @@
 """The realtime websocket service: one set of models, one session per connection.
 
 Loading the engine, Whisper and the voice takes seconds and memory, so they are loaded
-once and shared; each connection gets its own session (its own memory, no log unless
+once and shared; the engine answers every connection through one continuous-batching
+scheduler (a fair queue, and one forward pass a step for all the turns denoising at
+once). Each connection gets its own session (its own memory, no log unless
 asked) whose microphone is the audio the client pushes and whose output turns played
 answers into ``response.audio.delta`` messages. Everything a connection sends goes
 through a bounded queue drained by its own task, so a client that reads slowly is
@@ -35,6 +37,7 @@ from quicksilver.audio.devices import AudioDeviceError
 from quicksilver.audio.stt import Transcriber
 from quicksilver.audio.tts import Voice
 from quicksilver.engine import Engine
+from quicksilver.engine.scheduler import Scheduler
 from quicksilver.ui.server.config import LOOPBACK, ServerConfig
 from quicksilver.ui.server.formats import SESSION_RATE, AudioFormat, Formats, chosen_format
 from quicksilver.ui.server.page import page_response, wants_websocket
@@ -49,6 +52,7 @@ from quicksilver.ui.server.protocol import (
     error_message,
     parse,
 )
+from quicksilver.ui.server.sharing import ScheduledEngine
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
@@ -129,8 +133,10 @@ class Service:
         self._connections: set[ServerConnection] = set()  # admitted, handshake on or done
         self._ids = itertools.count(1)
         self._server: Server | None = None
+        self.scheduler: Scheduler | None = None  # runs while the service listens
 
     async def __aenter__(self) -> Service:
+        self.scheduler = Scheduler(self.models.engine, max_batch=self.config.max_batch)
         self._server = await serve(
             self._connection,
             self.config.host,
@@ -147,6 +153,7 @@ class Service:
     async def __aexit__(self, *exc_info: object) -> None:
         self._server.close()
         await self._server.wait_closed()
+        self.scheduler.close()
 
     async def serve_forever(self) -> None:
         await self._server.serve_forever()
@@ -219,7 +226,7 @@ class Connection:
         self.session: Session = build_session(
             service.settings,
             Wiring(log=service.config.log),
-            engine=models.engine,
+            engine=ScheduledEngine(service.scheduler),
             transcriber=models.transcriber,
             voice=models.voice,
             microphone=self.microphone,
