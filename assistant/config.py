@@ -48,6 +48,9 @@ class Settings:
     the whole prompt (date, earlier turns, question). ``log_path``: ``None`` for
     ``$XDG_DATA_HOME/quicksilver/history.jsonl``. ``booth_reset_s``: in booth mode, the
     idle seconds after which the conversation starts afresh for the next visitor.
+    ``instructions``: text added to the system message the model reads before the
+    conversation (after the date sentence, for models told the date); a model not
+    trained to follow instructions (the shipped one) may not heed it.
     ``threads``: the CPU threads each of Whisper, Piper and the engine may use (0: half
     the cores, at least one; see :func:`thread_budget`).
     """
@@ -67,13 +70,14 @@ class Settings:
     log_path: Path | None = None
     show_thinking: bool = False
     booth_reset_s: int = field(default=60, metadata={"minimum": 1})
+    instructions: str | None = None
     threads: int = field(default=0, metadata={"minimum": 0})
 
 
 # Settings a running session takes on; the others choose what it was built from.
 LIVE_SETTINGS = frozenset(
     {"steps", "headset", "hangover_ms", "speculative_ms", "context_tokens", "max_turns",
-     "show_thinking", "booth_reset_s"}
+     "show_thinking", "booth_reset_s", "instructions"}
 )  # fmt: skip
 
 

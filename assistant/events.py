@@ -81,6 +81,7 @@ class AnswerReady(Event):
     steps: int
     forward_passes: int
     engine_ms: float
+    prompt_tokens: int = 0  # what the model read: system message, remembered turns, question
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,7 @@ class Session:
         self.microphone = microphone
         self.settings = settings or Settings()
         self.think.steps = self.settings.steps
+        self.think.instructions = self.settings.instructions
         self.muted = False
         self.turn = 0  # id of the latest turn
         self._subscribers: list[Subscriber] = []
@@ -268,6 +269,7 @@ class Session:
             return
         self.settings = settings
         self.think.steps = settings.steps
+        self.think.instructions = settings.instructions
         self.memory.resize(settings.context_tokens, settings.max_turns)
         if self._listener is not None:
             self._listener.config = self._listen_config()
@@ -437,7 +439,7 @@ class Session:
             turn,
             AnswerReady(
                 turn.id, answer.text, answer.thinking, answer.steps, answer.forward_passes,
-                engine_ms,
+                engine_ms, answer.prompt_tokens,
             ),
         )  # fmt: skip
         if self.speak is not None:

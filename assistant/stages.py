@@ -87,6 +87,7 @@ class Think(Stage):
         self.memory = memory
         self.today = today
         self.steps: int | None = None  # None: the model's own default
+        self.instructions: str | None = None  # added to the system message
 
     def __call__(
         self,
@@ -98,7 +99,7 @@ class Think(Stage):
         ``on_draft(frame, step_ms)`` hears every step and how long it took."""
         options = {} if self.steps is None else {"steps": self.steps}
         try:
-            messages = self.memory.messages(question, self.engine.date_context(self.today()))
+            messages = self.memory.messages(question, self.system())
             frames = self.engine.stream(messages, **options)
             started = time.perf_counter()
             for frame in frames:
@@ -113,6 +114,12 @@ class Think(Stage):
         except Exception as error:
             raise self.failed(error) from error
         return None
+
+    def system(self) -> str | None:
+        """The system message: the date sentence the model reads (if it reads one),
+        then the instructions (if any)."""
+        parts = (self.engine.date_context(self.today()), self.instructions)
+        return "\n".join(part for part in parts if part) or None
 
 
 def spoken_answer(answer: Answer) -> Answer:

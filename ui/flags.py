@@ -60,6 +60,11 @@ FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
         "interrupt it (with loudspeakers the microphone is muted then, so it never answers "
         "itself)",
     }),
+    "instructions": ("--instructions", {
+        "metavar": "TEXT",
+        "help": "added to the system message the model reads (the shipped model was not "
+        "trained to follow instructions; larger models are)",
+    }),
 }  # fmt: skip
 ENGINE = ("model", "steps", "device", "show_thinking")
 

@@ -5,6 +5,7 @@ Whisper, engine and Piper. Nothing here depends on a sound server or on timing b
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 
 import numpy as np
@@ -208,6 +209,28 @@ async def test_settings_change_between_turns_and_bad_ones_are_refused(reasoner):
     assert "model cannot change while the session runs" in errors[1]
     assert "at least 1" in errors[2]
     assert session.settings.steps == 4 and session.memory.exchanges.maxlen == 2
+
+
+async def test_instructions_join_the_system_message_from_the_next_turn(reasoner):
+    today = datetime.date(2026, 12, 2)
+    session = typed_session(reasoner, Settings(max_turns=0), today=lambda: today)
+    async with running(session) as events:
+        session.send(SubmitText("what is 2 plus 2"))
+        await events.wait_for(TurnCompleted)
+        session.send(UpdateSettings({"instructions": "Answer like a pirate."}))
+        await events.wait_for(SettingsChanged)
+        session.send(SubmitText("what is 2 plus 2"))
+        await events.wait_for(TurnCompleted, count=2)
+    plain, instructed = (events.of(AnswerReady, turn)[0].prompt_tokens for turn in (1, 2))
+    system = f"{reasoner.date_context(today)}\nAnswer like a pirate."
+    question = {"role": "user", "content": "what is 2 plus 2"}
+    assert plain == reasoner.count_prompt_tokens([{"role": "system",
+                                                   "content": reasoner.date_context(today)},
+                                                  question])  # fmt: skip
+    assert instructed == reasoner.count_prompt_tokens(
+        [{"role": "system", "content": system}, question]
+    )
+    assert instructed > plain
 
 
 async def test_bad_commands_get_errors_and_lose_nothing(reasoner):

@@ -380,3 +380,23 @@ async def test_a_session_update_that_cannot_be_done_changes_nothing(
     assert events[-1]["response"]["timings"]["steps"] == created["steps"]  # not 4
     deltas = [e["delta"] for e in events if e["type"] == "response.audio.delta"]
     assert deltas and len(base64.b64decode(deltas[0])) % 2 == 0  # still PCM16
+
+
+async def test_instructions_from_session_update_reach_the_model(service: Service):
+    async def prompt_tokens(websocket: ClientConnection) -> int:
+        await websocket.send(json.dumps(text_item("what is 2 plus 2")))
+        events = await receive_until(websocket, "response.done", TURN_S)
+        return next(e["prompt_tokens"] for e in events if e["type"] == "response.text.done")
+
+    async with connect(url(service)) as websocket:
+        await receive(websocket)
+        await websocket.send(json.dumps({"type": "session.update",
+                                         "session": {"instructions": "Be brief.",
+                                                     "max_turns": 0}}))  # fmt: skip
+        updated = await receive(websocket)
+        assert updated["session"] == {"instructions": "Be brief.", "max_turns": 0}
+        instructed = await prompt_tokens(websocket)
+        await websocket.send(json.dumps({"type": "session.update",
+                                         "session": {"instructions": None}}))  # fmt: skip
+        assert (await receive(websocket))["session"] == {"instructions": None}
+        assert await prompt_tokens(websocket) < instructed

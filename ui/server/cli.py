@@ -121,7 +121,16 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--log", action="store_true", help="log every connection's turns")
     add_setting_flags(
         serve,
-        ("model", "steps", "device", "whisper_model", "voice", "hangover_ms", "speculative_ms"),
+        (
+            "model",
+            "steps",
+            "device",
+            "whisper_model",
+            "voice",
+            "hangover_ms",
+            "speculative_ms",
+            "instructions",
+        ),
     )
     serve.set_defaults(func=cmd_serve)
 
