@@ -18,6 +18,7 @@ import pytest
 import pytest_asyncio
 from quicksilver.assistant.config import Settings
 from quicksilver.audio.resample import resample
+from quicksilver.audio.textnorm import int_to_words
 from quicksilver.ui.server.client import ask, audio_chunks, text_item
 from quicksilver.ui.server.config import ServerConfig
 from quicksilver.ui.server.formats import ulaw_encode
@@ -400,3 +401,23 @@ async def test_instructions_from_session_update_reach_the_model(service: Service
                                          "session": {"instructions": None}}))  # fmt: skip
         assert (await receive(websocket))["session"] == {"instructions": None}
         assert await prompt_tokens(websocket) < instructed
+
+
+async def test_a_spoken_turn_is_cut_at_thirty_seconds_and_the_rest_is_a_new_turn(
+    service: Service, espeak
+):
+    speech = espeak(" ".join(int_to_words(n) for n in range(21, 66)))  # counting, no pause
+    assert speech.size >= 33 * 16000
+    async with connect(url(service), max_size=None) as websocket:
+        await receive(websocket)
+        for chunk in audio_chunks(np.concatenate([speech, np.zeros(16000, np.float32)])):
+            await websocket.send(json.dumps(chunk))  # as fast as it goes: under the 60 s cap
+        events: list[dict] = []
+
+        async def two_turns_heard() -> None:
+            while sum(e["type"] == "input_audio_buffer.speech_started" for e in events) < 2:
+                events.append(await receive(websocket, TURN_S))
+
+        await asyncio.wait_for(two_turns_heard(), TURN_S)
+    started = [e["item_id"] for e in events if e["type"] == "input_audio_buffer.speech_started"]
+    assert started == ["item_1", "item_2"]  # 33+ s with no pause: two turns, cut at 30 s

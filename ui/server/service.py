@@ -112,6 +112,8 @@ class PushMicrophone:
         return frame
 
     def close(self) -> None:
+        """No more audio: what was not heard yet is dropped (its client has gone)."""
+        self.clear()
         self._frames.put(None)
 
     def _taken(self, frame: np.ndarray) -> None:
