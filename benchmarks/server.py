@@ -87,7 +87,7 @@ async def run(args: argparse.Namespace) -> None:
     max_clients = max(args.clients, ServerConfig.max_clients)
     rows, passes = [], []
     for max_batch in args.max_batch:
-        config = ServerConfig(port=0, max_clients=max_clients, max_batch=max_batch)
+        config = ServerConfig(port=0, max_clients=max_clients, max_batch=max_batch, log=False)
         async with Service(settings, config, models) as service:
             await conversation(service.url, 0, 1)  # warm-up, not counted
             if not rows:

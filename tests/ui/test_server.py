@@ -421,3 +421,27 @@ async def test_a_spoken_turn_is_cut_at_thirty_seconds_and_the_rest_is_a_new_turn
         await asyncio.wait_for(two_turns_heard(), TURN_S)
     started = [e["item_id"] for e in events if e["type"] == "input_audio_buffer.speech_started"]
     assert started == ["item_1", "item_2"]  # 33+ s with no pause: two turns, cut at 30 s
+
+
+async def test_each_connection_keeps_a_transcript_log_of_its_own(service: Service, tmp_path):
+    for question in ("what is 17 times 3", "what is 2 plus 2"):
+        async with connect(url(service)) as websocket:
+            await receive(websocket)
+            await websocket.send(json.dumps(text_item(question)))
+            await receive_until(websocket, "response.done", TURN_S)
+
+    def users() -> dict[str, list[str]]:
+        """Each connection's log (by session id) and the questions in it."""
+        return {
+            path.name.rsplit("-", 1)[1]: [json.loads(line)["user"] for line in
+                                          path.read_text().splitlines()]
+            for path in (tmp_path / "connections").glob("*.jsonl")
+        }  # fmt: skip
+
+    for _ in range(100):  # the writers append from their own threads
+        if sum(map(len, users().values())) == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert users() == {
+        "sess_1.jsonl": ["what is 17 times 3"], "sess_2.jsonl": ["what is 2 plus 2"]
+    }  # fmt: skip

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 
 from quicksilver.assistant.config import Settings
 from quicksilver.ui.flags import add_setting_flags
@@ -34,6 +35,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         max_batch=args.max_batch,
         idle_timeout_s=args.idle_timeout,
         log=args.log,
+        log_dir=args.log_dir,
     )
     config.check()
     try:
@@ -118,7 +120,15 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
         help="seconds with nothing sent either way before a connection is closed "
         f"(default {defaults.idle_timeout_s:g})",
     )  # fmt: skip
-    serve.add_argument("--log", action="store_true", help="log every connection's turns")
+    serve.add_argument(
+        "--no-log", dest="log", action="store_false",
+        help="keep no transcript of the connections' turns (default: one file each)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--log-dir", type=Path, metavar="DIR",
+        help="where each connection's transcript goes (default: connections/ beside the "
+        "history log, see `quicksilver config`)",
+    )  # fmt: skip
     add_setting_flags(
         serve,
         (

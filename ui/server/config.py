@@ -4,6 +4,7 @@ the ``serve`` command's flags read them here without importing the service (or t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -22,7 +23,8 @@ class ServerConfig:
     max_clients: int = 16  # beyond: the handshake gets HTTP 503
     max_batch: int = 8  # turns denoised together; more wait their turn, first come first served
     idle_timeout_s: float = 300.0  # nothing sent either way this long: the connection closes
-    log: bool = False  # append each connection's turns to the settings' log
+    log: bool = True  # each connection's turns in a transcript log of its own
+    log_dir: Path | None = None  # None: "connections/" beside the settings' log
 
     def check(self) -> None:
         """Refuse a configuration that exposes the assistant without a token."""

@@ -3,12 +3,12 @@
 Loading the engine, Whisper and the voice takes seconds and memory, so they are loaded
 once and shared; the engine answers every connection through one continuous-batching
 scheduler (a fair queue, and one forward pass a step for all the turns denoising at
-once). Each connection gets its own session (its own memory, no log unless
-asked) whose microphone is the audio the client pushes and whose output turns played
-answers into ``response.audio.delta`` messages. Everything a connection sends goes
-through a bounded queue drained by its own task, so a client that reads slowly is
-dropped instead of delaying the session or the other clients; one that goes quiet is
-closed after ``idle_timeout_s``. Audio per turn needs no limit of its own here: the
+once). Each connection gets its own session (its own memory, and its own transcript
+log unless ``log`` is off) whose microphone is the audio the client pushes and whose
+output turns played answers into ``response.audio.delta`` messages. Everything a
+connection sends goes through a bounded queue drained by its own task, so a client that
+reads slowly is dropped instead of delaying the session or the other clients; one that
+goes quiet is closed after ``idle_timeout_s``. Audio per turn needs no limit of its own here: the
 voice activity detector cuts an utterance at 30 s (``VadConfig.max_utterance_s``).
 """
 
@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hmac
 import itertools
 import json
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass
 from http import HTTPStatus
 from urllib.parse import parse_qs, urlsplit
@@ -32,6 +34,7 @@ from quicksilver.assistant.config import Settings
 from quicksilver.assistant.factory import build_session
 from quicksilver.assistant.playback import StreamOutput
 from quicksilver.assistant.session import Session
+from quicksilver.assistant.transcript import default_log_path
 from quicksilver.assistant.wiring import Wiring
 from quicksilver.audio.devices import AudioDeviceError
 from quicksilver.audio.stt import Transcriber
@@ -226,7 +229,7 @@ class Connection:
         self.formats = Formats(output=AudioFormat("pcm16", voice_rate), voice_rate=voice_rate)
         output = StreamOutput(models.voice.sample_rate, self._audio)
         self.session: Session = build_session(
-            service.settings,
+            self._settings(),
             Wiring(log=service.config.log),
             engine=ScheduledEngine(service.scheduler),
             transcriber=models.transcriber,
@@ -236,6 +239,16 @@ class Connection:
         )
         self._dropping: asyncio.Task | None = None
         self._active_at = asyncio.get_running_loop().time()  # last message either way
+
+    def _settings(self) -> Settings:
+        """The service's settings, with this connection's own transcript log: a file
+        named by when it connected and its id, so no two connections share one."""
+        settings, config = self.service.settings, self.service.config
+        if not config.log:
+            return settings
+        folder = config.log_dir or (settings.log_path or default_log_path()).parent / "connections"
+        name = f"{time.strftime('%Y%m%d-%H%M%S')}-{self.id}.jsonl"
+        return dataclasses.replace(settings, log_path=folder / name)
 
     async def run(self) -> None:
         """Serve the client until it goes; then stop its session and release it."""
