@@ -9,6 +9,9 @@ import contextlib
 import json
 import logging
 import socket
+import ssl
+import subprocess
+import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +22,7 @@ import pytest_asyncio
 from quicksilver.assistant.config import Settings
 from quicksilver.audio.resample import resample
 from quicksilver.audio.textnorm import int_to_words
-from quicksilver.ui.server.client import ask, audio_chunks, text_item
+from quicksilver.ui.server.client import CHUNK_S, ask, audio_chunks, text_item
 from quicksilver.ui.server.config import ServerConfig
 from quicksilver.ui.server.formats import ulaw_encode
 from quicksilver.ui.server.service import Models, Service
@@ -91,14 +94,19 @@ async def test_a_typed_turn_is_answered_draft_by_draft_with_audio(service: Servi
     assert response["timings"]["engine_ms"] > 0
 
 
-async def test_a_voice_turn_streamed_faster_than_real_time_is_answered(service: Service, espeak):
+@pytest.mark.parametrize("pace", [1.0, 0.25], ids=["real-time", "four-times-faster"])
+async def test_a_voice_turn_streamed_in_20_ms_chunks_is_answered(
+    service: Service, espeak, pace: float
+):
     speech = espeak("what is 17 times 3")
     silence = np.zeros(16000, np.float32)  # more than the VAD's hang-over
     async with connect(url(service)) as websocket:
         assert (await receive(websocket))["type"] == "session.created"
-        for chunk in audio_chunks(np.concatenate([speech, silence])):
+        started = asyncio.get_running_loop().time()
+        for number, chunk in enumerate(audio_chunks(np.concatenate([speech, silence]))):
             await websocket.send(json.dumps(chunk))
-            await asyncio.sleep(0.005)  # a quarter of real time
+            due = started + (number + 1) * CHUNK_S * pace  # sent no faster than its pace
+            await asyncio.sleep(max(0.0, due - asyncio.get_running_loop().time()))
         events = await receive_until(websocket, "response.done", TURN_S)
     kinds = [event["type"] for event in events]
     assert "input_audio_buffer.speech_started" in kinds
@@ -445,3 +453,53 @@ async def test_each_connection_keeps_a_transcript_log_of_its_own(service: Servic
     assert users() == {
         "sess_1.jsonl": ["what is 17 times 3"], "sess_2.jsonl": ["what is 2 plus 2"]
     }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1, made with openssl."""
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
+
+
+async def test_with_a_certificate_the_page_and_the_websocket_are_served_over_tls(
+    models: Models, tmp_path: Path, certificate: tuple[Path, Path]
+):
+    cert, key = certificate
+    trusted = ssl.create_default_context(cafile=cert)
+    async with server(models, tmp_path, certfile=cert, keyfile=key) as service:
+        assert service.url.startswith("wss://")
+        page = f"https://127.0.0.1:{service.port}/"
+        with await asyncio.to_thread(
+            urllib.request.urlopen, page, context=trusted, timeout=10
+        ) as r:
+            assert b"Quicksilver" in r.read()
+        own = {"Origin": f"https://127.0.0.1:{service.port}"}
+        async with connect(url(service), ssl=trusted, additional_headers=own) as websocket:
+            assert (await receive(websocket))["type"] == "session.created"
+        with pytest.raises(InvalidStatus) as refused:  # the plain-http page is another origin
+            plain = {"Origin": f"http://127.0.0.1:{service.port}"}
+            async with connect(url(service), ssl=trusted, additional_headers=plain):
+                pass
+        assert refused.value.response.status_code == 403
+
+
+async def test_beyond_loopback_a_page_from_the_address_reached_is_the_servers_own(
+    models: Models, tmp_path: Path
+):
+    async with server(models, tmp_path, host="0.0.0.0") as service:
+        address = f"ws://127.0.0.1:{service.port}/?token=secret"
+        reached = {"Origin": f"http://127.0.0.1:{service.port}"}  # a phone's page, say
+        async with connect(address, additional_headers=reached) as websocket:
+            assert (await receive(websocket))["type"] == "session.created"
+        with pytest.raises(InvalidStatus) as refused:
+            async with connect(address, additional_headers={"Origin": "http://evil.example"}):
+                pass
+        assert refused.value.response.status_code == 403

@@ -36,6 +36,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         idle_timeout_s=args.idle_timeout,
         log=args.log,
         log_dir=args.log_dir,
+        certfile=args.certfile,
+        keyfile=args.keyfile,
     )
     config.check()
     try:
@@ -120,6 +122,12 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
         help="seconds with nothing sent either way before a connection is closed "
         f"(default {defaults.idle_timeout_s:g})",
     )  # fmt: skip
+    serve.add_argument(
+        "--certfile", type=Path, metavar="PEM",
+        help="serve https and wss with this certificate (with --keyfile): browsers give "
+        "the microphone to pages from other machines (phones) only over https",
+    )  # fmt: skip
+    serve.add_argument("--keyfile", type=Path, metavar="PEM", help="the certificate's key")
     serve.add_argument(
         "--no-log", dest="log", action="store_false",
         help="keep no transcript of the connections' turns (default: one file each)",

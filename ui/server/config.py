@@ -25,9 +25,21 @@ class ServerConfig:
     idle_timeout_s: float = 300.0  # nothing sent either way this long: the connection closes
     log: bool = True  # each connection's turns in a transcript log of its own
     log_dir: Path | None = None  # None: "connections/" beside the settings' log
+    certfile: Path | None = None  # with keyfile: serve https and wss (phones' microphones)
+    keyfile: Path | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.certfile is not None
 
     def check(self) -> None:
-        """Refuse a configuration that exposes the assistant without a token."""
+        """Refuse a configuration that exposes the assistant without a token, or names
+        half a certificate or a missing one."""
+        if (self.certfile is None) != (self.keyfile is None):
+            raise ValueError("--certfile and --keyfile go together: a certificate and its key")
+        for path in (self.certfile, self.keyfile):
+            if path is not None and not Path(path).is_file():
+                raise ValueError(f"{path} is not a file (--certfile / --keyfile)")
         if self.max_batch < 1:
             raise ValueError(f"--max-batch must be at least 1, got {self.max_batch}")
         if self.host not in LOOPBACK and not self.token:

@@ -22,6 +22,7 @@ import itertools
 import json
 import logging
 import queue
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -148,10 +149,11 @@ class Service:
             self.config.port,
             process_request=self._admit,
             max_size=self.config.max_message_bytes,
+            ssl=_tls_context(self.config),
         )
         self.port = self._server.sockets[0].getsockname()[1]
         hosts = LOOPBACK if self.config.host in LOOPBACK else {self.config.host}
-        own = {_origin(host, self.port) for host in hosts}
+        own = {self._origin(host) for host in hosts}
         self._origins = frozenset(own | set(self.config.allow_origins))
         return self
 
@@ -165,7 +167,17 @@ class Service:
 
     @property
     def url(self) -> str:
-        return f"ws://{self.config.host}:{self.port}"
+        scheme = "wss" if self.config.tls else "ws"
+        return f"{scheme}://{self.config.host}:{self.port}"
+
+    @property
+    def _scheme(self) -> str:
+        return "https" if self.config.tls else "http"
+
+    def _origin(self, host: str) -> str:
+        """The origin of a page served from ``host`` on this port."""
+        host = f"[{host}]" if ":" in host else host
+        return f"{self._scheme}://{host}:{self.port}"
 
     # ------------------------------------------------------------------ admission
 
@@ -180,7 +192,7 @@ class Service:
                 "a valid token is required: Authorization: Bearer TOKEN or ?token=TOKEN\n",
             )
         origin = request.headers.get("Origin")
-        if origin is not None and origin not in self._origins:
+        if origin is not None and not self._origin_allowed(origin, request):
             return connection.respond(
                 HTTPStatus.FORBIDDEN, f"origin {origin} is not allowed (see --allow-origin)\n"
             )
@@ -192,6 +204,16 @@ class Service:
             )
         self._connections.add(connection)  # counted now: handshakes run side by side
         return None
+
+    def _origin_allowed(self, origin: str, request: Request) -> bool:
+        """The server's own pages and ``--allow-origin`` ones. On loopback "own" is a
+        fixed list (a page on another site that rebinds its name to 127.0.0.1 is not
+        own); beyond loopback the token guards the door, so a page from whatever address
+        the server was reached at (a phone on the LAN) is its own."""
+        if origin in self._origins:
+            return True
+        reached = request.headers.get("Host", "")
+        return self.config.host not in LOOPBACK and origin == f"{self._scheme}://{reached}"
 
     def _token_ok(self, request: Request) -> bool:
         header = request.headers.get("Authorization", "")
@@ -209,9 +231,12 @@ class Service:
             self._connections.discard(websocket)
 
 
-def _origin(host: str, port: int) -> str:
-    """The origin of a page served from ``host:port``."""
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+def _tls_context(config: ServerConfig) -> ssl.SSLContext | None:
+    if not config.tls:
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(config.certfile, config.keyfile)
+    return context
 
 
 class Connection:
