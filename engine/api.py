@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from .checkpoints import load_checkpoint, save_checkpoint
+from .compiled import CompiledForward, compile_by_default
 from .model import ModelConfig, Transformer
 from .sampler import OPTIONAL_SETTINGS, Canvases, DenoiseState, SamplerConfig
 from .tokenizer import Conversation, Tokenizer
@@ -82,6 +83,10 @@ class Engine:
     >>> engine = Engine.load("path/to/checkpoint")
     >>> answer = engine.answer("what is 17 times 3", steps=16)
     >>> answer.text, answer.forward_passes
+
+    ``compile``: run the denoising passes through ``torch.compile`` (CUDA graphs on a
+    GPU) over bucketed, repeating shapes (:mod:`engine.compiled`); None: on for CUDA,
+    off for the CPU. Greedy answers are the eager ones, up to floating-point rounding.
     """
 
     def __init__(
@@ -89,6 +94,7 @@ class Engine:
         model: Transformer,
         tokenizer: Tokenizer,
         sampler: SamplerConfig | None = None,
+        compile: bool | None = None,
     ) -> None:
         if tokenizer.vocab_size > model.config.vocab_size:
             raise ValueError(
@@ -98,6 +104,9 @@ class Engine:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.sampler = sampler or SamplerConfig()
+        if compile is None:
+            compile = compile_by_default(self.device)
+        self.compiled = CompiledForward(self.model) if compile else None
 
     # ------------------------------------------------------------------ construction
 
@@ -107,6 +116,7 @@ class Engine:
         path: str | Path,
         device: str | torch.device = "auto",
         dtype: torch.dtype | None = None,
+        compile: bool | None = None,
     ) -> Engine:
         """Load a checkpoint folder (config.json + model.safetensors + tokenizer.json)."""
         config, state, tokenizer = load_checkpoint(path)
@@ -121,7 +131,7 @@ class Engine:
         log.info(
             "loaded %s (%.1fM parameters) on %s", path, config.model.parameter_count() / 1e6, device
         )
-        return cls(model, tokenizer, config.sampler)
+        return cls(model, tokenizer, config.sampler, compile)
 
     @classmethod
     def random(
@@ -132,6 +142,7 @@ class Engine:
         dtype: torch.dtype | None = None,
         tokenizer: Tokenizer | None = None,
         sampler: SamplerConfig | None = None,
+        compile: bool | None = None,
     ) -> Engine:
         """A randomly initialised engine (byte-level tokenizer); for tests and benchmarks."""
         device = resolve_device(device)
@@ -141,7 +152,7 @@ class Engine:
         model.to_empty(device=device)  # allocated once, in the final dtype, on the device
         model.tie_weights()
         model.init_weights(torch.Generator(device=device).manual_seed(seed))
-        return cls(model, tokenizer, sampler)
+        return cls(model, tokenizer, sampler, compile)
 
     def with_words(self, words: Sequence[str]) -> Engine:
         """This engine with ``words`` kept whole by its (word-level) tokenizer, for going
@@ -169,7 +180,7 @@ class Engine:
             embeddings[row] = embed[ids].mean(0)
         self.model.grow_vocabulary(embeddings, head[never_written].expand_as(embeddings))
         log.info("%d new whole words: %d tokens", len(spelled), tokenizer.vocab_size)
-        return Engine(self.model, tokenizer, self.sampler)
+        return Engine(self.model, tokenizer, self.sampler, self.compiled is not None)
 
     def save(self, folder: str | Path, dtype: torch.dtype | None = None) -> Path:
         """Write this engine as a checkpoint folder that :meth:`load` reads back."""
@@ -250,7 +261,9 @@ class Engine:
     def canvases(self, config: SamplerConfig) -> Canvases:
         """An empty batch of canvases for this engine's model and tokens."""
         tok = self.tokenizer
-        return Canvases(self.model, config, mask_id=tok.mask_id, end_id=tok.end_id)
+        return Canvases(
+            self.model, config, mask_id=tok.mask_id, end_id=tok.end_id, compiled=self.compiled
+        )
 
     def _frames(self, prepared: Sequence[Prepared], drafts: bool) -> Iterator[DenoiseFrame]:
         config = prepared[0].config

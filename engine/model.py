@@ -407,9 +407,7 @@ class Transformer(nn.Module):
         cos, sin = self.rope(tokens.device)
         mask = None
         if not causal and not self.config.prompt_sees_reply and prompt_len is not None:
-            if isinstance(where, slice):
-                where = torch.arange(where.start, where.stop, device=tokens.device)
-            mask = prompt_isolation_mask(prompt_len, where, keys)
+            mask = prompt_isolation_mask(prompt_len, where, keys, tokens.device)
         if rows is None:
             cos, sin = cos[where], sin[where]
             if cos.dim() == 3:  # scattered positions per row: broadcast over the heads
@@ -451,14 +449,26 @@ def _is_row_mask(index: slice | Tensor) -> bool:
     return isinstance(index, Tensor) and index.dtype == torch.bool and index.dim() == 2
 
 
-def prompt_isolation_mask(prompt_len: Tensor | int, queries: Tensor, keys: int) -> Tensor | None:
+def prompt_isolation_mask(
+    prompt_len: Tensor | int, queries: Tensor | slice, keys: int, device=None
+) -> Tensor | None:
     """Attention mask where prompt queries see prompt keys only and reply queries see all.
 
-    ``queries`` are absolute positions (1-D, or (batch, n) per row); keys are
-    ``0..keys``. Returns None when no query lies in the prompt (nothing to hide).
+    ``queries`` are absolute positions: a contiguous run (a slice), or a tensor (1-D, or
+    (batch, n) per row); keys are ``0..keys``. Returns None when no query lies in the
+    prompt (nothing to hide). With a slice and an int ``prompt_len`` that is decided on
+    the host; otherwise it reads the positions back (a device sync on a GPU), which only
+    scattered passes, already data-dependent, do.
     """
-    lengths = torch.as_tensor(prompt_len, device=queries.device).reshape(-1, 1, 1, 1)
-    if int(queries.min()) >= int(lengths.max()):
+    first = queries.start if isinstance(queries, slice) else None
+    if isinstance(queries, slice):
+        queries = torch.arange(queries.start, queries.stop, device=device)
+    if first is not None and isinstance(prompt_len, int):
+        if first >= prompt_len:
+            return None
+    elif int(queries.min()) >= int(torch.as_tensor(prompt_len).max()):
         return None
+    if not isinstance(prompt_len, int):
+        prompt_len = prompt_len.to(queries.device).reshape(-1, 1, 1, 1)
     key = torch.arange(keys, device=queries.device).view(1, 1, 1, keys)
-    return (key < lengths) | (queries.view(-1, 1, queries.shape[-1], 1) >= lengths)
+    return (key < prompt_len) | (queries.view(-1, 1, queries.shape[-1], 1) >= prompt_len)

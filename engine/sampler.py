@@ -51,6 +51,7 @@ from typing import Literal, get_args, get_type_hints
 import torch
 from torch import Tensor
 
+from .compiled import CompiledForward
 from .model import KVCache, Rows, Scattered, Transformer
 
 Confidence = Literal["probability", "margin", "entropy"]
@@ -160,6 +161,7 @@ class _Row:
 
     key: Hashable
     prompt_len: int
+    offset: int  # the column its prompt starts at (left padding before it)
     generator: torch.Generator
     left: list[int]  # masked positions per block
     block: int = 0
@@ -180,14 +182,33 @@ class Canvases:
     cache modes that are exact alone; rows that share a pass but want different kinds of
     pass (a delayed-cache row due for a whole pass) all get the whole pass.
 
-    With the plain schedule (no threshold, stop_at_end, padding_threshold or canvas
-    cache) a pass reads nothing back from the device: commit counts are known on the
-    host. The other options need one small read per pass (how many are left, where the
-    padding starts), and the canvas cache a gather of the positions it runs.
+    Host synchronisation: with the plain schedule (no threshold, stop_at_end or
+    padding_threshold) the host knows every row's block and commit count in advance, so
+    a whole pass, and everything it commits, is queued on the device without waiting
+    for it: the per-pass numbers come from :attr:`plan`, a table uploaded once, indexed
+    by each row's pass count kept on the device. Only :meth:`add` and :meth:`remove`
+    (an answer's start and end) move data between host and device. The data-dependent
+    options read back one small tensor per pass (how many are left in each block, where
+    the padding starts: the host must know when a row is done), and the canvas cache's
+    partial passes gather the positions still to run (``nonzero``, a read). A frame's
+    draft (``Engine.stream``) is a read of the canvas by its reader, not by the loop.
+
+    ``compiled`` runs whole passes through a :class:`~engine.compiled.CompiledForward`
+    and rounds the prompt columns up to its bucket, so their shapes repeat; passes cut
+    short by settled padding, and partial passes, run the model eagerly.
     """
 
-    def __init__(self, model: Transformer, config: SamplerConfig, *, mask_id: int, end_id: int):
-        self.model, self.config = model, config
+    def __init__(
+        self,
+        model: Transformer,
+        config: SamplerConfig,
+        *,
+        mask_id: int,
+        end_id: int,
+        compiled: CompiledForward | None = None,
+    ):
+        self.model, self.config, self.compiled = model, config, compiled
+        self.bucket = compiled.bucket if compiled is not None else 1
         self.mask_id, self.end_id = mask_id, end_id
         if model.config.shift_logits and config.canvas_cache == "delayed":
             raise ValueError(
@@ -214,6 +235,13 @@ class Canvases:
             self.cache = KVCache(model.config, 0, length, self.device, param.dtype)
         self.rows: list[_Row] = []
         self.offsets = torch.empty(0, dtype=torch.long, device=self.device)
+        # The plain schedule's (block start, block end, commits) for pass p at plan[p],
+        # the same for every row; each row's pass count, on the device, indexes it.
+        self.schedule = [] if self.reads_back else self._schedule()
+        self.plan = None
+        if self.schedule:
+            self.plan = torch.tensor(self.schedule, dtype=torch.long, device=self.device)
+        self.passes = torch.empty(0, dtype=torch.long, device=self.device)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -233,12 +261,14 @@ class Canvases:
         if any(row.key == key for row in self.rows):
             raise ValueError(f"a row named {key!r} is already in the batch")
         prompt = prompt.to(self.device)
-        grow = max(0, prompt.numel() - self.width)
+        grow = max(0, -(-prompt.numel() // self.bucket) * self.bucket - self.width)
         if grow:  # a longer prompt: every row moves right by the same columns
             pad = self.sequence.new_full((len(self.rows), grow), self.mask_id)
             self.sequence = torch.cat([pad, self.sequence], 1)
             self.offsets += grow
             self.width += grow
+            for other in self.rows:
+                other.offset += grow
         length = self.config.max_new_tokens
         offset = self.width - prompt.numel()
         row = torch.cat(
@@ -252,6 +282,7 @@ class Canvases:
         self.masked = torch.cat([self.masked, self.masked.new_ones(1, length)])
         self.fresh = torch.cat([self.fresh, self.fresh.new_zeros(1, length)])
         self.offsets = torch.cat([self.offsets, self.offsets.new_tensor([offset])])
+        self.passes = torch.cat([self.passes, self.passes.new_zeros(1)])
         if self.cache is not None:
             self.cache.extend(1, grow)
         seed = self.config.seed if seed is None else seed
@@ -259,6 +290,7 @@ class Canvases:
             _Row(
                 key,
                 prompt.numel(),
+                offset,
                 torch.Generator(device=self.device).manual_seed(seed),
                 left=[end - start for start, end in self.blocks],
                 stop=length,
@@ -272,12 +304,15 @@ class Canvases:
             return
         self.rows = [self.rows[i] for i in keep]
         index = torch.tensor(keep, dtype=torch.long, device=self.device)
-        self.offsets = self.offsets[index]
-        trim = min((row_offset for row_offset in self.offsets.tolist()), default=self.width)
+        self.offsets, self.passes = self.offsets[index], self.passes[index]
+        trim = min((row.offset for row in self.rows), default=self.width)
+        trim -= trim % self.bucket  # the prompt columns stay a whole number of buckets
         self.sequence = self.sequence[index, trim:]
         self.masked, self.fresh = self.masked[index], self.fresh[index]
         self.offsets -= trim
         self.width -= trim
+        for row in self.rows:
+            row.offset -= trim
         if self.cache is not None:
             self.cache.select(index, trim)
 
@@ -298,6 +333,8 @@ class Canvases:
         )
         logits = self._run_whole(w0, w1) if whole else self._run_partial(windows, w0, w1)
         committed = self._commit(logits, spans, windows, w0)
+        if self.plan is not None:
+            self.passes += 1
         states, done = [], []
         counts = self._counts(committed, spans)
         for i, row in enumerate(self.rows):
@@ -328,6 +365,18 @@ class Canvases:
         return states
 
     # ------------------------------------------------------------------ the parts of a step
+
+    def _schedule(self) -> list[tuple[int, int, int]]:
+        """Each pass's block start, block end and commit count under the plain schedule,
+        where a block commits ceil(masked left / steps left) each step."""
+        plan = []
+        for (start, end), budget in zip(self.blocks, self.budgets, strict=True):
+            left = end - start
+            for done in range(budget):
+                quota = math.ceil(left / (budget - done))
+                plan.append((start, end, quota))
+                left -= quota
+        return plan
 
     def _enter_block(self, row: _Row) -> None:
         """Move a row on to the next block once its block is complete or its steps spent."""
@@ -361,7 +410,9 @@ class Canvases:
             start = min(start, self.width + w0 - 1)
         end, rows = self._layout()
         shift = self.width - start
-        return self.model(
+        static = self.compiled is not None and end == self.width + self.config.max_new_tokens
+        forward = self.compiled if static else self.model
+        return forward(
             self.sequence[:, start:end],
             start=start,
             prompt_len=self.width,
@@ -419,9 +470,13 @@ class Canvases:
         w1 = w0 + logits.shape[1]
         device = self.device
         column = torch.arange(length, device=device)
-        lo = torch.tensor([w[0] for w in windows], device=device).view(-1, 1)
-        hi = torch.tensor([w[1] for w in windows], device=device).view(-1, 1)
-        span_end = torch.tensor([end for _, end in spans], device=device).view(-1, 1)
+        if self.plan is not None:  # no padding settles, so each window is its block
+            lo, span_end, quota = self.plan[self.passes].unsqueeze(-1).unbind(1)
+            hi = span_end
+        else:
+            lo = torch.tensor([w[0] for w in windows], device=device).view(-1, 1)
+            hi = torch.tensor([w[1] for w in windows], device=device).view(-1, 1)
+            span_end = torch.tensor([end for _, end in spans], device=device).view(-1, 1)
         in_window = (column >= lo) & (column < hi)  # (rows, length)
         canvas, masked = self.canvas, self.masked
         was_masked = masked.clone()
@@ -432,20 +487,17 @@ class Canvases:
             sure[:, w0:w1] = probs >= config.padding_threshold
             flags = _committed_ends(canvas, masked, self.end_id) | (sure & in_window)
             _pad_tail(canvas, masked, _tail_start(flags), self.end_id, last_block)
-        steps_left = [self.budgets[row.block] - row.steps_done for row in self.rows]
         if self.reads_back:
             in_block = (column >= lo) & (column < span_end)
             left = (masked & in_block).sum(-1)
+            steps_left = [self.budgets[row.block] - row.steps_done for row in self.rows]
             sl = torch.tensor(steps_left, device=device)
             quota = (left + sl - 1) // sl
-        else:  # the plain schedule: every count is known here
-            host_quota = [
-                math.ceil(row.left[row.block] / s)
-                for row, s in zip(self.rows, steps_left, strict=True)
-            ]
-            quota = torch.tensor(host_quota, device=device)
+        else:  # the plain schedule: the plan's counts, known to the host too
+            quota = quota.view(-1)
+            host_quota = [self.schedule[row.passes][2] for row in self.rows]
         block_logits = logits.float()
-        block_logits[..., self.mask_id] = -math.inf  # the mask token is never an answer
+        block_logits[..., self.mask_id].fill_(-math.inf)  # the mask token is never an answer
         eligible = (masked & in_window)[:, w0:w1]
         prediction = self._predict(block_logits, windows, w0)
         confidence = _confidence(block_logits, prediction, config.confidence)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import traceback
+
 import pytest
 import torch
 from quicksilver.engine import Engine, ModelConfig
 from quicksilver.engine.train import Example, TrainConfig, TrainResult, train
+from torch.utils._python_dispatch import TorchDispatchMode
 
 
 def tiny_config(**overrides) -> ModelConfig:
@@ -77,3 +81,59 @@ def trained() -> tuple[Engine, TrainResult]:
 @pytest.fixture(scope="session")
 def trained_engine(trained) -> Engine:
     return trained[0]
+
+
+class HostReads(TorchDispatchMode):
+    """Records every operation that would make the host wait for a GPU: a value read
+    back (``item``, ``bool``/``int`` of a tensor, ``nonzero``, boolean indexing,
+    ``tolist``) or host data copied onto the device (``torch.tensor(list)``). It counts
+    on the CPU what ``torch.cuda.set_sync_debug_mode`` reports only on CUDA."""
+
+    SYNCING = frozenset(
+        {
+            torch.ops.aten.item,
+            torch.ops.aten._local_scalar_dense,
+            torch.ops.aten.is_nonzero,
+            torch.ops.aten.nonzero,
+            torch.ops.aten.masked_select,
+            torch.ops.aten.lift_fresh,
+            torch.ops.aten.equal,
+            torch.ops.aten._unique2,
+        }
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        indices = args[1] if func.overloadpacket is torch.ops.aten.index else ()
+        boolean_index = any(
+            isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in indices or ()
+        )
+        if func.overloadpacket in self.SYNCING or boolean_index:
+            self.reads.append(f"{func} at {_caller()}")
+        return func(*args, **(kwargs or {}))
+
+    def __enter__(self) -> HostReads:
+        self._tolist = torch.Tensor.tolist
+        reads, tolist = self.reads, self._tolist
+
+        def counted(tensor: torch.Tensor):
+            reads.append(f"Tensor.tolist at {_caller()}")
+            return tolist(tensor)
+
+        torch.Tensor.tolist = counted
+        return super().__enter__()
+
+    def __exit__(self, *exc) -> None:
+        torch.Tensor.tolist = self._tolist
+        super().__exit__(*exc)
+
+
+def _caller() -> str:
+    """The innermost engine line on the stack: where a read happened."""
+    for frame in reversed(traceback.extract_stack()):
+        if f"{os.sep}engine{os.sep}" in frame.filename and "tests" not in frame.filename:
+            return f"{os.path.basename(frame.filename)}:{frame.lineno} {frame.line}"
+    return "outside the engine"
