@@ -16,6 +16,14 @@ what one-at-a-time can serve) through ``engine.Scheduler`` with ``max_batch`` 16
 ``max_batch`` 1 (one at a time, the same queue): p50/p95 latency per answer from its
 arrival, and the wall time of the whole stream.
 
+``--compile-vs-eager`` times the compiled step against eager on the same weights instead
+(batch 1, 256-token answers, 16 and 32 steps, prompt cache off: the plain schedule, so
+no pass waits for the device): tokens/s and ms per step of each, and a roofline for one
+step computed here: the weights read once at a bandwidth measured by a large device
+copy, or the step's matrix FLOPs at a matmul rate measured in the run's dtype, whichever
+takes longer. ``--compile on|off`` sets the other modes' engines (default: the engine's
+own choice, compiled on CUDA).
+
 All configurations of one size are timed round-robin (one run of each, then again), so
 load on a shared machine hits them alike. Absolute times only compare within one run;
 the ratios are the result. Run from the repository root: ``python benchmarks/engine.py``.
@@ -71,13 +79,15 @@ class Case:
     steps: int | None
     tokens: int
     canvas: CanvasCache = "off"
+    compiled: bool = False
 
     @property
     def label(self) -> str:
         if self.steps is None:
             return "autoregressive, KV cache"
         canvas = ", canvas cache delayed" if self.canvas == "delayed" else ""
-        return f"diffusion {self.steps} steps, prompt cache {self.cache}{canvas}"
+        compiled = ", compiled" if self.compiled else ""
+        return f"diffusion {self.steps} steps, prompt cache {self.cache}{canvas}{compiled}"
 
 
 @dataclass
@@ -127,7 +137,8 @@ def measure(
     times: dict[Case, list[float]] = {case: [] for case in fns}
     calls = dict.fromkeys(fns, 0)
     peaks = dict.fromkeys(fns, 0)
-    handle = model.register_forward_hook(count)
+    # Left out of torch.compile: traced, the hook would recompile at every count.
+    handle = model.register_forward_hook(torch.compiler.disable(count))
     try:
         for round_ in range(warmup + repeats):
             for case, fn in fns.items():
@@ -305,6 +316,106 @@ def report(name: str, params: int, rows: list[Row], gpu: bool) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Roofline:
+    """The fastest a pass could run: weights read once, matrix FLOPs at the peak rate."""
+
+    bandwidth: float  # bytes/s, measured by a large device-to-device copy
+    matmul: float  # FLOP/s, measured by a square matmul in the model's dtype
+    weight_bytes: float  # read once per pass (the embedding table is only gathered)
+    flops: float  # matrix FLOPs of one pass
+
+    @property
+    def seconds(self) -> float:
+        return max(self.weight_bytes / self.bandwidth, self.flops / self.matmul)
+
+
+def measure_roofline(engine: Engine, positions: int, canvas: int) -> Roofline:
+    """Measure this device's copy bandwidth and matmul rate, then bound one pass over
+    ``positions`` (prompt and canvas) whose output layer runs on ``canvas`` of them."""
+    param = next(engine.model.parameters())
+    device, dtype = param.device, param.dtype
+    cuda = device.type == "cuda"
+    config = engine.model.config
+    head = config.vocab_size * config.d_model
+    body = config.parameter_count() - head * (1 if config.tie_embeddings else 2)
+    weight_bytes = (body + head) * param.element_size()
+    flops = 2 * body * positions + 2 * head * canvas
+
+    def best(fn: Callable[[], object], repeats: int = 5) -> float:
+        fn()
+        times = []
+        for _ in range(repeats):
+            synchronize(engine)
+            began = time.perf_counter()
+            fn()
+            synchronize(engine)
+            times.append(time.perf_counter() - began)
+        return min(times)
+
+    size = 2**32 if cuda else 2**28  # bytes: far larger than any cache
+    source = torch.empty(size, dtype=torch.uint8, device=device)
+    target = torch.empty_like(source)
+    bandwidth = 2 * size / best(lambda: target.copy_(source))  # each byte read and written
+    n = 8192 if cuda else 1024
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    matmul = 2 * n**3 / best(lambda: a @ b)
+    return Roofline(bandwidth, matmul, weight_bytes, flops)
+
+
+def bench_compile(name: str, engine: Engine, args: argparse.Namespace) -> tuple[str, list[dict]]:
+    """Eager against compiled on the same weights, batch 1, with the roofline."""
+    eager = Engine(engine.model, engine.tokenizer, engine.sampler, compile=False)
+    compiled = Engine(engine.model, engine.tokenizer, engine.sampler, compile=True)
+    options = {"max_new_tokens": ANSWER_TOKENS, "prompt_cache": "off"}
+    began = time.perf_counter()
+    first = compiled.answer(PROMPT, steps=MAIN_STEPS[0], **options)
+    compile_s = time.perf_counter() - began
+    same = first.tokens == eager.answer(PROMPT, steps=MAIN_STEPS[0], **options).tokens
+    cases = {
+        Case("off", steps, ANSWER_TOKENS, compiled=flag): (
+            lambda e=(compiled if flag else eager), s=steps: e.answer(PROMPT, steps=s, **options)
+        )
+        for steps in MAIN_STEPS
+        for flag in (False, True)
+    }
+    results = measure(cases, engine.model, args.repeats, args.warmup, name)
+    prompt = len(engine.tokenizer.prompt_ids(PROMPT))
+    roof = measure_roofline(engine, prompt + ANSWER_TOKENS, ANSWER_TOKENS)
+    lines = [
+        f"{name}: eager vs compiled, batch 1, {ANSWER_TOKENS}-token answer, prompt cache off "
+        f"(first compiled answer, compiling included: {compile_s:.1f} s; greedy tokens "
+        f"{'equal' if same else 'DIFFER'} to eager)",
+        "",
+        f"Roofline per step: {roof.weight_bytes / 1e9:.3g} GB of weights at a measured "
+        f"{roof.bandwidth / 1e9:,.0f} GB/s = {1000 * roof.weight_bytes / roof.bandwidth:.3g} ms; "
+        f"{roof.flops / 1e12:.3g} TFLOP at a measured {roof.matmul / 1e12:,.3g} TFLOP/s = "
+        f"{1000 * roof.flops / roof.matmul:.3g} ms; the larger: {1000 * roof.seconds:.3g} ms",
+        "",
+        "| steps | eager tokens/s | eager ms/step | compiled tokens/s | compiled ms/step | "
+        "eager / compiled | compiled / roofline |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    rows = []
+    for steps in MAIN_STEPS:
+        e = results[Case("off", steps, ANSWER_TOKENS)]
+        c = results[Case("off", steps, ANSWER_TOKENS, compiled=True)]
+        step_e, step_c = e.seconds / e.passes, c.seconds / c.passes
+        lines.append(
+            f"| {steps} | {ANSWER_TOKENS / e.seconds:,.0f} | {1000 * step_e:.2f} | "
+            f"{ANSWER_TOKENS / c.seconds:,.0f} | {1000 * step_c:.2f} | "
+            f"{e.seconds / c.seconds:.2f}× | {step_c / roof.seconds:.2f}× |"
+        )
+        for flag, m in ((False, e), (True, c)):
+            rows.append({"size": name, "steps": steps, "compiled": flag, "seconds": m.seconds,
+                         "passes": m.passes, "tokens_per_s": ANSWER_TOKENS / m.seconds,
+                         "roofline_ms": 1000 * roof.seconds})  # fmt: skip
+    rows.append({"size": name, "compile_s": compile_s, "same_tokens": same,
+                 **dataclasses.asdict(roof)})  # fmt: skip
+    return "\n".join(lines), rows
+
+
 def conversations(count: int) -> list[list[dict[str, str]]]:
     """``count`` different conversations of different prompt lengths."""
     return [
@@ -422,6 +533,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batches", type=_ints, default=(1, 4, 16), help="batch sizes (1,4,16)")
     parser.add_argument("--arrivals", type=int, default=16, help="conversations in the stream")
     parser.add_argument("--tokens", type=int, default=128, help="--batching canvas length (128)")
+    parser.add_argument(
+        "--compile-vs-eager", action="store_true", help="the compiled step against eager instead"
+    )
+    parser.add_argument(
+        "--compile", choices=("auto", "on", "off"), default="auto",
+        help="compile the other modes' engines (auto: on CUDA only)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     args.sizes = (args.sizes or ("tiny" if args.quick else "tiny,small,medium")).split(",")
     args.sweep_sizes = args.sizes[:1] if args.sweep_sizes is None else args.sweep_sizes.split(",")
@@ -446,7 +564,8 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.sizes:
         config = SIZES[name]()
         began = time.perf_counter()
-        engine = Engine.random(config, seed=0, device=args.device, dtype=dtype)
+        compile = {"auto": None, "on": True, "off": False}[args.compile]
+        engine = Engine.random(config, seed=0, device=args.device, dtype=dtype, compile=compile)
         if gpu:
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
@@ -456,7 +575,11 @@ def main(argv: list[str] | None = None) -> None:
             f"built in {time.perf_counter() - began:.1f} s",
             file=sys.stderr,
         )
-        if args.batching:
+        if args.compile_vs_eager:
+            section, records = bench_compile(name, engine, args)
+            sections.append(section)
+            all_rows += records
+        elif args.batching:
             section, records = bench_batching(name, engine, args)
             sections.append(section)
             all_rows += records
