@@ -99,3 +99,28 @@ def test_compiled_prompt_columns_are_whole_buckets(engines):
         canvases.add(0, torch.tensor(compiled.tokenizer.prompt_ids(prompt)))
         lengths.add(canvases.sequence.shape[1])
     assert lengths == {BUCKET + 16}
+
+
+def test_rows_joining_and_leaving_keep_whole_buckets_and_their_answers(engines):
+    """A long prompt widens the batch to two buckets; a short one joins mid-run; once
+    the long one leaves, the columns shrink back to one bucket, and the short row's
+    answer is what it gets alone, eagerly."""
+    eager, compiled = engines
+    config = SamplerConfig(steps=8, max_new_tokens=32)
+    long, short = "word " * 20, PROMPTS[0]
+    assert BUCKET < len(compiled.tokenizer.prompt_ids(long)) <= 2 * BUCKET
+    canvases = compiled.canvases(config)
+    with torch.inference_mode():
+        canvases.add("long", torch.tensor(compiled.tokenizer.prompt_ids(long)))
+        for _ in range(3):
+            canvases.step()
+        canvases.add("short", torch.tensor(compiled.tokenizer.prompt_ids(short)))
+        widths, finished = [], {}
+        while canvases:
+            for state in canvases.step():
+                if state.finished:
+                    finished[state.key] = tuple(state.canvas.tolist())
+            widths.append(canvases.width)
+    assert widths[0] == 2 * BUCKET and widths[-2:] == [BUCKET, 0]
+    assert finished["short"] == eager.answer(short, steps=8, max_new_tokens=32).tokens
+    assert finished["long"] == eager.answer(long, steps=8, max_new_tokens=32).tokens
