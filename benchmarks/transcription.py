@@ -37,10 +37,12 @@ DOMAIN_HOTWORDS = (
 
 @dataclass(frozen=True)
 class Option:
-    """One way to transcribe: a model and its decoding options."""
+    """One way to transcribe: a model, its decoding options and its CPU threads (0: the
+    benchmark's ``--threads``)."""
 
     model: str
     stt: SttOptions
+    threads: int = 0
 
 
 def options(base: str) -> dict[str, Option]:
@@ -57,6 +59,7 @@ def options(base: str) -> dict[str, Option]:
         "tiny-hotwords": Option("tiny.en", replace(old, hotwords=DOMAIN_HOTWORDS)),
         "tiny-prompt": Option("tiny.en", prompt),
         "tiny-prompt-join": Option("tiny.en", replace(prompt, join_numbers=True)),
+        "tiny-prompt-join-2threads": Option("tiny.en", replace(prompt, join_numbers=True), 2),
         "tiny-prompt-beam5-join": Option(
             "tiny.en", replace(prompt, beam_size=5, join_numbers=True)
         ),
@@ -88,14 +91,17 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, Tally]]:
 
     # Joining numbers is text work after decoding: an option that joins reuses the
     # transcript (and the time) of its twin that does not.
-    def key(option: Option) -> tuple[str, SttOptions]:
-        return option.model, replace(option.stt, join_numbers=False)
+    def key(option: Option) -> tuple[str, SttOptions, int]:
+        return option.model, replace(option.stt, join_numbers=False), option.threads
 
-    transcribers: dict[tuple[str, SttOptions], Transcriber] = {}
+    transcribers: dict[tuple[str, SttOptions, int], Transcriber] = {}
     for option in chosen.values():
         if key(option) not in transcribers:
             transcribers[key(option)] = Transcriber(
-                option.model, device="cpu", cpu_threads=args.threads, options=key(option)[1]
+                option.model,
+                device="cpu",
+                cpu_threads=option.threads or args.threads,
+                options=key(option)[1],
             )
     piper = Voice()
     tallies: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
@@ -106,7 +112,7 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, Tally]]:
             clean = as_utterance(speaker.say(question, piper))
             for condition, audio in (("clean", clean), ("noise", with_noise(clean, SNR_DB))):
                 column = f"{speaker.name} {condition}"
-                heard: dict[tuple[str, SttOptions], tuple[str, float]] = {}
+                heard: dict[tuple[str, SttOptions, int], tuple[str, float]] = {}
                 for name, option in chosen.items():
                     if key(option) not in heard:
                         start = time.perf_counter()
