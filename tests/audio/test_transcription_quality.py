@@ -54,7 +54,9 @@ def test_domain_prompt_is_the_default():
 
 
 def test_unknown_model_name_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"tinyy\.en.*tiny\.en"):
+    with pytest.raises(
+        ValueError, match=r"unknown Whisper model 'tinyy\.en'; did you mean 'tiny\.en'"
+    ):
         Transcriber("tinyy.en")
 
 
