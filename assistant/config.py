@@ -51,6 +51,10 @@ class Settings:
     ``instructions``: text added to the system message the model reads before the
     conversation (after the date sentence, for models told the date); a model not
     trained to follow instructions (the shipped one) may not heed it.
+    ``semantic_turns``: judge the end of a spoken question by its sound (Smart Turn) and
+    its words, not by silence alone: a question that sounds and reads finished is
+    answered at the first pause, one that breaks off ("… times") waits up to
+    ``max_pause_ms`` of silence for the rest.
     ``threads``: the CPU threads each of Whisper, Piper and the engine may use (0: half
     the cores, at least one; see :func:`thread_budget`).
     """
@@ -71,13 +75,15 @@ class Settings:
     show_thinking: bool = False
     booth_reset_s: int = field(default=60, metadata={"minimum": 1})
     instructions: str | None = None
+    semantic_turns: bool = True
+    max_pause_ms: int = field(default=1500, metadata={"minimum": 0})
     threads: int = field(default=0, metadata={"minimum": 0})
 
 
 # Settings a running session takes on; the others choose what it was built from.
 LIVE_SETTINGS = frozenset(
     {"steps", "headset", "hangover_ms", "speculative_ms", "context_tokens", "max_turns",
-     "show_thinking", "booth_reset_s", "instructions"}
+     "show_thinking", "booth_reset_s", "instructions", "max_pause_ms"}
 )  # fmt: skip
 
 

@@ -16,7 +16,13 @@ from typing import Literal, TypeVar
 
 from quicksilver.assistant.config import Settings
 from quicksilver.assistant.listener import FrameSource
-from quicksilver.assistant.loading import StartupError, load_engine, load_transcriber, load_voice
+from quicksilver.assistant.loading import (
+    StartupError,
+    load_engine,
+    load_transcriber,
+    load_turn_model,
+    load_voice,
+)
 from quicksilver.assistant.memory import Memory
 from quicksilver.assistant.playback import AudioOutput, WavOutput
 from quicksilver.assistant.session import Session
@@ -27,6 +33,7 @@ from quicksilver.assistant.wiring import Output, Progress, Wiring
 from quicksilver.audio.devices import AudioDeviceError, Microphone, Speaker, find_device
 from quicksilver.audio.stt import Transcriber
 from quicksilver.audio.tts import Voice
+from quicksilver.audio.turn import SmartTurn
 from quicksilver.audio.wavfile import AudioFileError, check_output_path
 from quicksilver.engine import Engine
 
@@ -48,14 +55,15 @@ def build_session(
     voice: Voice | None = None,
     microphone: FrameSource | None = None,
     output: AudioOutput | None = None,
+    turn_model: SmartTurn | None = None,
     today: Callable[[], date] = date.today,
     progress: Callable[[Progress], None] = lambda update: None,
 ) -> Session:
     """A session wired as asked; raises :class:`StartupError` (naming the component)
     when something it needs is missing. A missing speaker is not fatal: the answers are
     then text only. ``progress`` hears how each part is doing as it loads (it is called
-    from the thread that builds the session). ``engine``, ``transcriber`` and ``voice``
-    reuse models already loaded (one engine serving several sessions, the tests);
+    from the thread that builds the session). ``engine``, ``transcriber``, ``voice`` and
+    ``turn_model`` reuse models already loaded (one engine serving several sessions, the tests);
     ``microphone`` and ``output`` are a frame source and an audio output to use instead
     of the devices the settings name (a face with its own audio, the tests)."""
     wiring = wiring or Wiring()
@@ -86,12 +94,15 @@ def build_session(
             if speak is not None:
                 speak.output.close()
             raise
+    if wiring.microphone and settings.semantic_turns and turn_model is None:
+        turn_model = _step(progress, "turn", lambda: load_turn_model(settings.threads))
     session = Session(
         Think(engine, engine_memory(engine, settings), today),
         transcribe=Transcribe(transcriber) if transcriber is not None else None,
         speak=speak,
         microphone=microphone,
         settings=settings,
+        turn_model=turn_model,
     )
     if wiring.log:
         session.subscribe(TranscriptWriter(TranscriptLog(settings.log_path), session.report))

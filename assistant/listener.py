@@ -9,6 +9,7 @@ seconds, mapped from the stream's clock at the moment each frame was read.
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 import time
 from dataclasses import dataclass
@@ -58,10 +59,13 @@ class Growing:
 
 @dataclass(frozen=True)
 class Paused:
-    """The speaker has been silent for ``speculative_ms``: the utterance may be over."""
+    """The speaker has been silent for ``speculative_ms``: the utterance may be over.
+    ``pause`` numbers the pauses, for :meth:`Listener.end_pause` and
+    :meth:`Listener.limit_pause`."""
 
     audio: np.ndarray
     silence_began: float  # wall time the silence began
+    pause: int = 0
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,7 @@ class Listener:
         self.source = source
         self.vad = vad
         self.config = config or ListenConfig()
+        self._verdicts: queue.SimpleQueue[tuple[int, int | None]] = queue.SimpleQueue()
         self.gated = False
         self.muted = False
         self._holding = False
@@ -142,6 +147,16 @@ class Listener:
         """Post what was kept since :meth:`hold` as a :class:`Held` (the key went up)."""
         self._holding = False
 
+    def end_pause(self, pause: int) -> None:
+        """The session has ended the utterance at ``pause`` (judged finished): close
+        it, if that pause is still going on, without an :class:`Ended` (from any
+        thread). Speech after it is a new utterance."""
+        self._verdicts.put((pause, None))
+
+    def limit_pause(self, pause: int, hangover_ms: int) -> None:
+        """Let ``pause`` end the utterance after ``hangover_ms`` of silence in all."""
+        self._verdicts.put((pause, hangover_ms))
+
     def _post(self, signal: Signal) -> None:
         try:
             self._loop.call_soon_threadsafe(self._inbox.put_nowait, signal)
@@ -154,6 +169,7 @@ class Listener:
         was_gated = False
         pause_from: float | None = None  # stream time the current silence began
         paused = False
+        pauses = 0  # Paused signals so far: the number of the latest
         last_level = 0.0
         held: list[np.ndarray] | None = None
         while not self._stopping.is_set():
@@ -189,6 +205,15 @@ class Listener:
                     pause_from, paused = None, False
                     lag = vad.time_s - event.end_s
                     self._post(Ended(event, speech_ended=now - lag, detected=now))
+            while not self._verdicts.empty():
+                pause, hangover_ms = self._verdicts.get()
+                if pause != pauses or not (paused and vad.in_pause):
+                    continue  # about a pause that is over
+                if hangover_ms is not None:
+                    vad.limit_pause(hangover_ms)
+                    continue
+                vad.flush()
+                pause_from, paused = None, False
             if vad.in_pause:
                 if pause_from is None:
                     pause_from = vad.time_s - frame.size / SAMPLE_RATE
@@ -198,8 +223,8 @@ class Listener:
                     and config.speculative_ms is not None
                     and silent_s * 1000 >= config.speculative_ms
                 ):
-                    paused = True
-                    self._post(Paused(vad.utterance_audio(), silence_began=now - silent_s))
+                    paused, pauses = True, pauses + 1
+                    self._post(Paused(vad.utterance_audio(), now - silent_s, pauses))
             elif vad.in_speech:
                 if paused:
                     self._post(Resumed())

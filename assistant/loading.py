@@ -14,6 +14,7 @@ import torch
 from quicksilver.assistant.config import thread_budget
 from quicksilver.audio.stt import Transcriber
 from quicksilver.audio.tts import Voice
+from quicksilver.audio.turn import SmartTurn
 from quicksilver.engine import Engine
 
 T = TypeVar("T")
@@ -28,12 +29,13 @@ PACKAGES = {
     "onnxruntime": "onnxruntime",
     "piper": "piper-tts",
     "sounddevice": "sounddevice",
+    "pipecat": "pipecat-ai",
 }
 
 
 class StartupError(RuntimeError):
     """Something a session needs could not be had; one line. ``component`` names it
-    (``engine``, ``whisper``, ``voice``, ``microphone``, ``speaker``, ``output``), so a
+    (``engine``, ``whisper``, ``voice``, ``turn``, ``microphone``, ``speaker``, ``output``), so a
     face can add its own way out (a flag, a menu)."""
 
     def __init__(self, component: str, message: str) -> None:
@@ -71,3 +73,9 @@ def load_transcriber(model: str, threads: int = 0) -> Transcriber:
 def load_voice(voice: str, threads: int = 0) -> Voice:
     budget = thread_budget(threads)
     return _load("voice", f"the Piper voice {voice!r}", lambda: Voice(voice, threads=budget))
+
+
+def load_turn_model(threads: int = 0) -> SmartTurn:
+    """Smart Turn, the model that hears whether a pause ends the question."""
+    budget = thread_budget(threads)
+    return _load("turn", "the Smart Turn model", lambda: SmartTurn(threads=budget))

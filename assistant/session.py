@@ -73,10 +73,12 @@ from quicksilver.assistant.memory import Memory
 from quicksilver.assistant.stages import Speak, StageFailed, Think, Transcribe
 from quicksilver.assistant.turn import Turn
 from quicksilver.audio.resample import resample
+from quicksilver.audio.turn import SmartTurn, sentence_ends, unfinished
 from quicksilver.audio.vad import SAMPLE_RATE, SpeechEnd, VadConfig, VoiceActivity
 from quicksilver.engine import DenoiseFrame
 
 log = logging.getLogger(__name__)
+FINISHED = 0.5  # the turn model's probability above which a pause ends the question
 
 Subscriber = Callable[[Event], None]
 MICROPHONE_HINT = "reconnect the microphone and start again, or type your questions"
@@ -106,6 +108,7 @@ class Session:
         speak: Speak | None = None,
         microphone: FrameSource | None = None,
         settings: Settings | None = None,
+        turn_model: SmartTurn | None = None,
     ) -> None:
         if microphone is not None and transcribe is None:
             raise ValueError("a microphone needs a transcriber: Session(..., transcribe=...)")
@@ -113,6 +116,7 @@ class Session:
         self.transcribe = transcribe
         self.speak = speak
         self.microphone = microphone
+        self.turn_model = turn_model  # hears whether a pause ends the question
         self.settings = settings or Settings()
         self.think.steps = self.settings.steps
         self.think.instructions = self.settings.instructions
@@ -247,7 +251,7 @@ class Session:
         samples = command.samples
         if command.sample_rate != SAMPLE_RATE:
             samples = resample(samples, command.sample_rate, SAMPLE_RATE)
-        utterances = find_utterances(samples, self._vad_config())
+        utterances = find_utterances(samples, VadConfig(hangover_ms=self.settings.hangover_ms))
         if not utterances:
             self._command_error("no speech found in the audio", "record it again, louder")
         for utterance in utterances:
@@ -280,8 +284,19 @@ class Session:
     def _command_error(self, message: str, hint: str) -> None:
         self._publish(Error(self.turn, "command", message, hint))
 
+    @property
+    def longest_pause_ms(self) -> int:
+        """The most silence the ear may wait before it ends an utterance: what a face
+        that ends one by feeding silence (the websocket's ``commit``) must feed."""
+        return self._vad_config().hangover_ms
+
     def _vad_config(self) -> VadConfig:
-        return VadConfig(hangover_ms=self.settings.hangover_ms)
+        """With judged pauses the detector waits up to ``max_pause_ms`` for a verdict,
+        which ends the question sooner (see :meth:`_judge_pause`)."""
+        settings = self.settings
+        if self._semantic():
+            return VadConfig(hangover_ms=max(settings.hangover_ms, settings.max_pause_ms))
+        return VadConfig(hangover_ms=settings.hangover_ms)
 
     def _listen_config(self) -> ListenConfig:
         return ListenConfig(speculative_ms=self.settings.speculative_ms or None)
@@ -324,9 +339,16 @@ class Session:
                 self._spawn(self._partial(self._utterance, signal.audio))
         elif isinstance(signal, Paused):
             if self._utterance is not None:
-                turn = Turn(self._utterance, "voice", audio=signal.audio, speculative=True)
+                turn = Turn(self._utterance, "voice", audio=signal.audio, speculative=True,
+                            pause=signal.pause)  # fmt: skip
+                turn.clock.speech_ended = signal.silence_began
                 self._speculation = turn
-                self._start(turn)
+                self._start(turn)  # tasks[0]: the answer
+                if self._semantic() and self.turn_model is not None:
+                    turn.heard_finished = self._spawn(
+                        asyncio.to_thread(self.turn_model.probability, signal.audio)
+                    )
+                    turn.tasks.append(turn.heard_finished)
         elif isinstance(signal, Resumed):
             self._drop_speculation()
         elif isinstance(signal, Ended) and self._utterance is not None:
@@ -363,6 +385,41 @@ class Session:
             return
         if text and self._utterance == turn and self._speculation is None:
             self._publish(PartialTranscript(turn, text))
+
+    # ------------------------------------------------------------------ end of a turn
+
+    def _semantic(self) -> bool:
+        """Whether pauses are judged (at the early start) rather than timed alone."""
+        return bool(self.settings.semantic_turns and self.settings.speculative_ms)
+
+    async def _judge_pause(self, turn: Turn) -> None:
+        """Is the question over at this pause, now that its words are known? The
+        listener waits up to ``max_pause_ms`` for a verdict. Words that break off
+        ("… times") keep that wait; whole words that the turn model hears as finished,
+        or that Whisper closed as a sentence, end the question now; anything else waits
+        the usual hang-over (see ``audio/turn.py``)."""
+        if self._speculation is not turn or self._listener is None:
+            return
+        if turn.transcript and unfinished(turn.transcript):
+            log.debug("turn %d: %r breaks off; the pause may go on", turn.id, turn.transcript)
+            return
+        probability = 0.0
+        if turn.transcript and turn.heard_finished is not None:
+            try:
+                probability = await turn.heard_finished
+            except Exception:
+                log.exception("the turn model failed; the hang-over decides")
+        if self._speculation is not turn:
+            return
+        if probability >= FINISHED or (turn.transcript and sentence_ends(turn.transcript)):
+            log.debug("turn %d: %r is finished (p=%.2f); ending it at the pause",
+                      turn.id, turn.transcript, probability)  # fmt: skip
+            self._speculation = None
+            turn.clock.endpoint = time.perf_counter()
+            self._listener.end_pause(turn.pause)  # the ear closes the utterance too
+            self._answer_utterance(turn)
+        else:
+            self._listener.limit_pause(turn.pause, self.settings.hangover_ms)
 
     def _drop_speculation(self) -> None:
         if self._speculation is not None:
@@ -419,6 +476,8 @@ class Session:
             turn.clock.transcribed = time.perf_counter()
             if turn.confirmed:
                 self._publish(FinalTranscript(turn.id, turn.transcript, turn.source))
+            elif turn.speculative and self._semantic():
+                turn.tasks.append(self._spawn(self._judge_pause(turn)))
         if not turn.transcript:
             return False
 

@@ -148,6 +148,7 @@ class VoiceActivity:
         self._speech_frames = 0
         self._silence_start: int | None = None  # first frame of the current silence run
         self._confirmed = False
+        self._hangover_ms: int | None = None  # this pause's own, from limit_pause()
         self.probability = 0.0
 
     @property
@@ -186,6 +187,13 @@ class VoiceActivity:
             events.extend(self._step(frame, float(prob)))
         return events
 
+    def limit_pause(self, hangover_ms: int) -> None:
+        """Let the open utterance's current pause last ``hangover_ms`` of silence before
+        it ends, longer or shorter than the configured hang-over (a judge of the turn
+        has heard it); the configured one is back once speech resumes."""
+        if self._confirmed:
+            self._hangover_ms = hangover_ms
+
     def flush(self) -> list[VadEvent]:
         """End of input: close an open utterance at the current time."""
         if not self._confirmed:
@@ -217,13 +225,15 @@ class VoiceActivity:
         if prob >= config.threshold:
             self._speech_frames += 1
             self._silence_start = None
+            self._hangover_ms = None  # a limited pause is over once speech resumes
         elif prob < config.end_threshold:
             if self._silence_start is None:
                 self._silence_start = index
         elif self._silence_start is None:
             self._speech_frames += 1  # between thresholds: still speech
         silence = 0 if self._silence_start is None else self._frames_seen - self._silence_start
-        if silence >= self._ms_to_frames(config.hangover_ms):
+        hangover = config.hangover_ms if self._hangover_ms is None else self._hangover_ms
+        if silence >= self._ms_to_frames(hangover):
             if self._confirmed:
                 return [self._finish(self._silence_start, truncated=False)]
             self._abandon()  # a click or a breath, not speech
@@ -263,6 +273,7 @@ class VoiceActivity:
         self._silence_start = None
         self._speech_frames = 0
         self._confirmed = False
+        self._hangover_ms = None
 
     @staticmethod
     def _frame_time(frame: int) -> float:

@@ -39,6 +39,7 @@ WAYS_OUT = {
     "engine": "; choose another with --model",
     "whisper": "; choose another with --whisper-model",
     "voice": "; choose another with --voice",
+    "turn": "; or end questions by silence alone with --no-semantic-turns",
 }
 
 

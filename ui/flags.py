@@ -60,6 +60,16 @@ FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
         "interrupt it (with loudspeakers the microphone is muted then, so it never answers "
         "itself)",
     }),
+    "semantic_turns": ("--no-semantic-turns", {
+        "action": "store_false",
+        "help": "end a spoken question after a fixed silence (--hangover-ms) instead of "
+        "judging by its sound and words whether it is finished",
+    }),
+    "max_pause_ms": ("--max-pause-ms", {
+        "type": int, "metavar": "MS",
+        "help": "silence allowed inside a question that breaks off (\"… times\") before "
+        f"it ends anyway (default {Settings.max_pause_ms})",
+    }),
     "instructions": ("--instructions", {
         "metavar": "TEXT",
         "help": "added to the system message the model reads (the shipped model was not "

@@ -128,6 +128,37 @@ async def test_speech_resuming_after_a_pause_drops_the_early_start(
     assert metrics.speculative and metrics.voice_to_voice_ms > metrics.endpoint_ms > 0
 
 
+@pytest.mark.parametrize("semantic", [True, False], ids=["judged", "timed"])
+async def test_a_finished_question_ends_at_its_pause_not_after_the_hang_over(
+    espeak, reasoner, transcriber, voice, semantic
+):
+    session, mic, _ = voice_session(
+        reasoner, transcriber, voice, hangover_ms=2000, semantic_turns=semantic
+    )
+    async with running(session) as events:
+        mic.say(espeak("What is seventeen times three?"))
+        metrics = await events.wait_for(TurnMetrics)
+    if semantic:  # the words read whole: the question ends at the judged pause
+        assert metrics.endpoint_ms < 2000
+    else:  # only 2 s of silence ends it
+        assert metrics.endpoint_ms >= 2000
+
+
+async def test_a_pause_inside_a_question_that_breaks_off_does_not_end_it(
+    espeak, reasoner, transcriber, voice
+):
+    """900 ms after "times" is more than the hang-over (500 ms) but the words break
+    off, so the pause may last up to ``max_pause_ms`` (1500 ms)."""
+    session, mic, _ = voice_session(reasoner, transcriber, voice)
+    speech = np.concatenate([espeak("What is seventeen times"), silence(0.9), espeak("three?")])
+    async with running(session) as events:
+        mic.say(speech)
+        await events.wait_for(TurnMetrics)
+        await asyncio.sleep(0.5)
+    (final,) = events.of(FinalTranscript)
+    assert {"17", "3"} <= digits_in(final.text), final.text
+
+
 async def test_without_an_early_start_the_turn_says_so(espeak, reasoner, transcriber, voice):
     session, mic, _ = voice_session(reasoner, transcriber, voice, speculative_ms=0)
     async with running(session) as events:

@@ -94,7 +94,7 @@ async def test_a_spoken_question_is_answered_aloud(
     assert steps == list(range(1, len(steps) + 1)) and 1 < len(steps) <= 16
     metrics = recorder.of(TurnMetrics)[0]
     assert metrics.speculative, "the answer was started at the first pause"
-    assert metrics.endpoint_ms >= 400, metrics  # not before the 500 ms hang-over, roughly
+    assert metrics.endpoint_ms > 0, metrics  # at the judged pause (test_session_logic)
     assert metrics.voice_to_voice_ms > metrics.endpoint_ms
     (record,) = await logged(log, 1)
     assert record.user.lower().startswith("thank you")

@@ -283,6 +283,7 @@ class StartupPanel(Static):
         "engine": "reasoning engine",
         "whisper": "speech recognition",
         "voice": "voice",
+        "turn": "turn detection",
         "microphone": "microphone",
         "speaker": "speaker",
         "output": "output",

@@ -33,6 +33,7 @@ import numpy as np
 from quicksilver.assistant.commands import Mute, Unmute, UpdateSettings
 from quicksilver.assistant.config import Settings
 from quicksilver.assistant.factory import build_session
+from quicksilver.assistant.loading import load_turn_model
 from quicksilver.assistant.playback import StreamOutput
 from quicksilver.assistant.session import Session
 from quicksilver.assistant.transcript import default_log_path
@@ -40,6 +41,7 @@ from quicksilver.assistant.wiring import Wiring
 from quicksilver.audio.devices import AudioDeviceError
 from quicksilver.audio.stt import Transcriber
 from quicksilver.audio.tts import Voice
+from quicksilver.audio.turn import SmartTurn
 from quicksilver.engine import Engine
 from quicksilver.engine.scheduler import Scheduler
 from quicksilver.ui.server.config import LOOPBACK, ServerConfig
@@ -74,6 +76,7 @@ class Models:
     engine: Engine
     transcriber: Transcriber
     voice: Voice
+    turn: SmartTurn | None = None  # loaded by the service when semantic turns are on
 
 
 class PushMicrophone:
@@ -140,6 +143,9 @@ class Service:
         self._ids = itertools.count(1)
         self._server: Server | None = None
         self.scheduler: Scheduler | None = None  # runs while the service listens
+        self.turn_model = models.turn
+        if self.turn_model is None and settings.semantic_turns:
+            self.turn_model = load_turn_model(settings.threads)
 
     async def __aenter__(self) -> Service:
         self.scheduler = Scheduler(self.models.engine, max_batch=self.config.max_batch)
@@ -261,6 +267,7 @@ class Connection:
             voice=models.voice,
             microphone=self.microphone,
             output=output,
+            turn_model=service.turn_model,
         )
         self._dropping: asyncio.Task | None = None
         self._active_at = asyncio.get_running_loop().time()  # last message either way
@@ -338,7 +345,7 @@ class Connection:
                     "send it at about real time",
                 )])  # fmt: skip
         elif isinstance(request, Commit):
-            silence = self.session.settings.hangover_ms + 200  # ms: the VAD's hang-over, and some
+            silence = self.session.longest_pause_ms + 200  # ms: the ear's longest wait, and some
             self.microphone.push(np.zeros(silence * SESSION_RATE // 1000, np.float32))
             self._post([{"type": "input_audio_buffer.committed"}])
         elif isinstance(request, Clear):
