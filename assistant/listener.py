@@ -22,7 +22,9 @@ from quicksilver.audio.vad import SAMPLE_RATE, SpeechEnd, SpeechStart, VoiceActi
 
 
 class FrameSource(Protocol):
-    """Where 16 kHz mono float32 frames come from (``audio.Microphone`` is one)."""
+    """Where 16 kHz mono float32 frames come from (``audio.Microphone`` is one). A
+    source fed from elsewhere (a websocket client) may return an empty frame when
+    nothing came for a while, so the ear can act on verdicts meanwhile."""
 
     def read(self) -> np.ndarray: ...
 
@@ -33,7 +35,7 @@ class FrameSource(Protocol):
 class ListenConfig:
     """When the ear reports what it hears."""
 
-    speculative_ms: int | None = 200  # silence that starts an answer early; None: never
+    speculative_ms: int | None = 100  # silence that starts an answer early; None: never
     partial_interval_s: float | None = 0.5  # speech between partial transcripts; None: none
     min_partial_audio_s: float = 0.6
     level_interval_s: float = 0.1  # how often the loudness is reported
@@ -157,6 +159,10 @@ class Listener:
         """Let ``pause`` end the utterance after ``hangover_ms`` of silence in all."""
         self._verdicts.put((pause, hangover_ms))
 
+    def _ended(self, end: SpeechEnd, now: float) -> Ended:
+        """The endpoint, its times mapped from the stream's clock to the wall clock."""
+        return Ended(end, speech_ended=now - (self.vad.time_s - end.end_s), detected=now)
+
     def _post(self, signal: Signal) -> None:
         try:
             self._loop.call_soon_threadsafe(self._inbox.put_nowait, signal)
@@ -203,17 +209,18 @@ class Listener:
                     self._post(Began())
                 elif isinstance(event, SpeechEnd):
                     pause_from, paused = None, False
-                    lag = vad.time_s - event.end_s
-                    self._post(Ended(event, speech_ended=now - lag, detected=now))
+                    self._post(self._ended(event, now))
             while not self._verdicts.empty():
                 pause, hangover_ms = self._verdicts.get()
                 if pause != pauses or not (paused and vad.in_pause):
                     continue  # about a pause that is over
-                if hangover_ms is not None:
-                    vad.limit_pause(hangover_ms)
+                if hangover_ms is None:  # the session has ended the utterance itself
+                    vad.flush()
+                    pause_from, paused = None, False
                     continue
-                vad.flush()
-                pause_from, paused = None, False
+                for event in vad.limit_pause(hangover_ms):
+                    pause_from, paused = None, False
+                    self._post(self._ended(event, now))
             if vad.in_pause:
                 if pause_from is None:
                     pause_from = vad.time_s - frame.size / SAMPLE_RATE

@@ -73,7 +73,7 @@ from quicksilver.assistant.memory import Memory
 from quicksilver.assistant.stages import Speak, StageFailed, Think, Transcribe
 from quicksilver.assistant.turn import Turn
 from quicksilver.audio.resample import resample
-from quicksilver.audio.turn import SmartTurn, sentence_ends, unfinished
+from quicksilver.audio.turn import SmartTurn, unfinished
 from quicksilver.audio.vad import SAMPLE_RATE, SpeechEnd, VadConfig, VoiceActivity
 from quicksilver.engine import DenoiseFrame
 
@@ -395,9 +395,9 @@ class Session:
     async def _judge_pause(self, turn: Turn) -> None:
         """Is the question over at this pause, now that its words are known? The
         listener waits up to ``max_pause_ms`` for a verdict. Words that break off
-        ("… times") keep that wait; whole words that the turn model hears as finished,
-        or that Whisper closed as a sentence, end the question now; anything else waits
-        the usual hang-over (see ``audio/turn.py``)."""
+        ("… times") keep that wait; whole words that the turn model hears as finished
+        end the question now; anything else waits the usual hang-over (see
+        ``audio/turn.py``)."""
         if self._speculation is not turn or self._listener is None:
             return
         if turn.transcript and unfinished(turn.transcript):
@@ -411,7 +411,7 @@ class Session:
                 log.exception("the turn model failed; the hang-over decides")
         if self._speculation is not turn:
             return
-        if probability >= FINISHED or (turn.transcript and sentence_ends(turn.transcript)):
+        if probability >= FINISHED:
             log.debug("turn %d: %r is finished (p=%.2f); ending it at the pause",
                       turn.id, turn.transcript, probability)  # fmt: skip
             self._speculation = None

@@ -14,10 +14,9 @@ wait out the whole hang-over before the answer plays. Two cheap judges do better
   an article or a preposition ("what is seventeen times …", "fifteen or …", "two
   hundred and …"), that names a word or letter without saying it ("spell the word
   …"), or a calculation with one number and nothing to do to it ("what is seventeen
-  …"), is not a whole question, whatever the voice sounded like. One that reads whole
-  and that Whisper closed with a full stop or a question mark (it punctuates what
-  sounds like a whole sentence) is taken as finished even where the model's ear is
-  unsure: synthetic voices sound unfinished to it as often as not.
+  …"), is not a whole question, whatever the voice sounded like. Whisper's own
+  punctuation is no judge: it closes "Which is bigger?" at the comma pause of "which
+  is bigger, seven or twelve".
 
 The session combines them (see ``assistant/session.py``).
 """
@@ -46,19 +45,18 @@ _WORD = re.compile(r"[a-z']+|\d[\d,.]*")
 _NUMBER_WORDS = frozenset(ONES + TENS[2:] + ["hundred", "thousand", "million", "and"])
 _CALCULATION_OPENERS = ("whats", "what is", "how much is", "calculate", "compute", "work out")
 _AWAITING_ITEM = ("the word", "the letter", "the number", "the letters", "spell", "spelled")
-_SENTENCE_END = re.compile(r"[.?!]['\")\]]*\s*$")
-
-
-def sentence_ends(transcript: str) -> bool:
-    """Whisper closed the sentence (``.``, ``?`` or ``!``): it heard a whole one."""
-    return bool(_SENTENCE_END.search(transcript))
+_COMPARISON = re.compile(
+    r"\bwhich (?:\w+ )?(?:is|are) (?:the )?(?:bigger|larger|smaller|greater|higher|lower|"
+    r"longer|shorter|more|less|biggest|largest|smallest)\b"
+)
 
 
 def unfinished(transcript: str) -> bool:
     """True when ``transcript`` breaks off mid-phrase: it ends on a word that needs
     another after it, or on a comma, dash or ellipsis; it names a word or letter and
-    stops ("spell the word …"); or it opens a calculation and gives one number with
-    nothing to do to it ("what is seventeen …"). An empty one is unfinished too."""
+    stops ("spell the word …"); it asks which is bigger and has not said of what; or it
+    opens a calculation and gives one number with nothing to do to it ("what is
+    seventeen …"). An empty one is unfinished too."""
     text = transcript.strip().lower()
     if not text or _TRAILING_MARK.search(text):
         return True
@@ -68,6 +66,8 @@ def unfinished(transcript: str) -> bool:
     phrase = " ".join(words)
     if phrase.endswith(_AWAITING_ITEM):
         return True
+    if _COMPARISON.search(phrase) and not re.search(r"\b(or|than)\b", phrase):
+        return True  # "which is bigger …" has not said of what yet
     for opener in _CALCULATION_OPENERS:
         if phrase.startswith(opener + " "):
             rest = phrase[len(opener) + 1 :].split()

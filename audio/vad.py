@@ -187,12 +187,19 @@ class VoiceActivity:
             events.extend(self._step(frame, float(prob)))
         return events
 
-    def limit_pause(self, hangover_ms: int) -> None:
+    def limit_pause(self, hangover_ms: int) -> list[VadEvent]:
         """Let the open utterance's current pause last ``hangover_ms`` of silence before
         it ends, longer or shorter than the configured hang-over (a judge of the turn
-        has heard it); the configured one is back once speech resumes."""
-        if self._confirmed:
-            self._hangover_ms = hangover_ms
+        has heard it); the configured one is back once speech resumes. Returns the end
+        at once if the pause is already that long."""
+        if not self._confirmed:
+            return []
+        self._hangover_ms = hangover_ms
+        if self.in_pause and self._frames_seen - self._silence_start >= self._ms_to_frames(
+            hangover_ms
+        ):
+            return [self._finish(self._silence_start, truncated=False)]
+        return []
 
     def flush(self) -> list[VadEvent]:
         """End of input: close an open utterance at the current time."""

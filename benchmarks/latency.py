@@ -1,14 +1,17 @@
-"""Voice-to-voice latency of the whole conversation loop, with and without early start.
+"""Voice-to-voice latency of the whole conversation loop, turn-taking mode by mode.
 
 Each question is made with espeak-ng and fed to a real session (``build_session``)
 as a microphone would deliver it: 32 ms frames at real-time pace, silence before and
 after. The clock starts at the true end of speech in that input (the last speech
 sample's due time) and stops when the first sample of the answer's audio is handed to
-the output, which plays in real time like a speaker. The same questions run with
-speculative start (transcription and denoising begin after 200 ms of silence) and
-without it (they begin at the 500 ms endpoint), side by side in one run.
+the output, which plays in real time like a speaker. Three modes run side by side,
+interleaved question by question: judged pauses (the default: transcription and
+denoising begin after 200 ms of silence, and the question ends there when its words
+and sound are judged finished), early start with the fixed 500 ms endpoint
+(``semantic_turns`` off), and no early start at all. ``--compete`` runs a CPU-bound
+process beside it all the while (the issue's "competing process").
 
-    python -m benchmarks.latency [--steps 16] [--repeats 1] [--questions 12] [--verbose]
+    python -m benchmarks.latency [--steps 16] [--repeats 1] [--questions 12] [--compete]
     (from the repository root)
 """
 
@@ -17,6 +20,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -27,9 +32,17 @@ import numpy as np
 from quicksilver.assistant.config import Settings
 from quicksilver.assistant.events import AnswerReady, Event, FinalTranscript, TurnMetrics
 from quicksilver.assistant.factory import Wiring, build_session
+from quicksilver.assistant.loading import (
+    load_engine,
+    load_transcriber,
+    load_turn_model,
+    load_voice,
+)
 from quicksilver.audio.devices import AudioDeviceError
+from quicksilver.audio.resample import resample
 from quicksilver.audio.stt import Transcriber
 from quicksilver.audio.tts import Voice
+from quicksilver.audio.turn import SmartTurn
 from quicksilver.audio.vad import FRAME_SAMPLES, SAMPLE_RATE
 from quicksilver.engine import Engine
 
@@ -129,6 +142,7 @@ class Models:
     engine: Engine
     transcriber: Transcriber
     voice: Voice
+    turn: SmartTurn
     speech: dict[str, np.ndarray] = field(default_factory=dict)
 
 
@@ -143,6 +157,7 @@ async def one_turn(models: Models, question: str, settings: Settings) -> Turn | 
         voice=models.voice,
         microphone=source,
         output=output,
+        turn_model=models.turn,
     )
     events: list[Event] = []
     done = asyncio.Event()
@@ -190,18 +205,61 @@ def report(label: str, turns: list[Turn]) -> str:
 
 async def run(args: argparse.Namespace) -> None:
     started = time.perf_counter()
-    engine = Engine.load(args.model, device="cpu")
-    models = Models(engine, Transcriber(), Voice())
+    threads = Settings().threads  # the budget a session gives each model
+    models = Models(
+        load_engine(args.model, "cpu", threads),
+        load_transcriber(Settings().whisper_model, threads),
+        load_voice(Settings().voice, threads),
+        load_turn_model(threads),
+    )
     questions = QUESTIONS[: args.questions]
     with tempfile.TemporaryDirectory() as folder:
         for question in questions:
-            models.speech[question] = espeak(question, Path(folder))
+            if args.speaker == "piper":  # a voice whose phrasing the turn model can hear
+                speech = resample(models.voice.speak(question), models.voice.sample_rate,
+                                  SAMPLE_RATE)  # fmt: skip
+                loud = np.nonzero(np.abs(speech) > 0.01)[0]  # the clock starts at its end
+                models.speech[question] = speech[loud[0] : loud[-1] + 1]
+            else:
+                models.speech[question] = espeak(question, Path(folder))
     print(f"models and speech ready in {time.perf_counter() - started:.1f} s")
     modes = {
-        "early start": Settings(steps=args.steps),
+        "judged pause": Settings(steps=args.steps, speculative_ms=args.speculative_ms),
+        "early start": Settings(
+            steps=args.steps, speculative_ms=args.speculative_ms, semantic_turns=False
+        ),
         "at the endpoint": Settings(steps=args.steps, speculative_ms=0),
     }
-    await one_turn(models, questions[0], modes["early start"])  # warm-up, not counted
+    competitor = None
+    if args.compete:
+        competitor = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        print("a CPU-bound process runs beside the benchmark")
+    try:
+        results = await measure(models, questions, modes, args)
+    finally:
+        if competitor is not None:
+            competitor.kill()
+    print(
+        f"\nvoice-to-voice latency over {len(questions)} spoken questions x {args.repeats}, "
+        f"{args.steps} denoising steps (ms; stages are medians)"
+    )
+    print(
+        f"{'mode':<18}{'p50':>7}{'p90':>7}{'endpoint':>10}{'transcript':>12}{'engine':>8}"
+        f"{'first audio':>13}{'early':>9}"
+    )
+    for label, turns in results.items():
+        print(report(label, turns))
+    base = statistics.median(t.voice_to_voice_ms for t in results["at the endpoint"])
+    for label in list(modes)[:2]:
+        p50 = statistics.median(t.voice_to_voice_ms for t in results[label])
+        print(f"{label}: {base - p50:.0f} ms sooner at the median than at the endpoint "
+              f"({p50 / base:.2f}x)")  # fmt: skip
+
+
+async def measure(
+    models: Models, questions: list[str], modes: dict[str, Settings], args: argparse.Namespace
+) -> dict[str, list[Turn]]:
+    await one_turn(models, questions[0], modes["judged pause"])  # warm-up, not counted
     results: dict[str, list[Turn]] = {label: [] for label in modes}
     for _ in range(args.repeats):
         for question in questions:
@@ -216,18 +274,7 @@ async def run(args: argparse.Namespace) -> None:
                         f"  {label:<16} {turn.voice_to_voice_ms:6.0f} ms  heard {turn.heard!r}"
                         f" → {turn.answer!r}"
                     )
-    print(
-        f"\nvoice-to-voice latency over {len(questions)} spoken questions x {args.repeats}, "
-        f"{args.steps} denoising steps (ms; stages are medians)"
-    )
-    print(
-        f"{'mode':<18}{'p50':>7}{'p90':>7}{'endpoint':>10}{'transcript':>12}{'engine':>8}"
-        f"{'first audio':>13}{'early':>9}"
-    )
-    for label, turns in results.items():
-        print(report(label, turns))
-    fast, slow = (statistics.median(t.voice_to_voice_ms for t in results[k]) for k in modes)
-    print(f"\nearly start removes {slow - fast:.0f} ms at the median ({fast / slow:.2f}x)")
+    return results
 
 
 def main() -> None:
@@ -239,6 +286,17 @@ def main() -> None:
         "--questions", type=int, default=len(QUESTIONS), help="how many of the questions to ask"
     )
     parser.add_argument("--verbose", action="store_true", help="print every turn")
+    parser.add_argument(
+        "--compete", action="store_true", help="run a CPU-bound process beside it all"
+    )
+    parser.add_argument(
+        "--speculative-ms", type=int, default=Settings.speculative_ms, metavar="MS",
+        help=f"silence before the early start (default {Settings.speculative_ms})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--speaker", choices=("espeak", "piper"), default="espeak",
+        help="who asks: espeak-ng at 130 wpm (default) or the Piper voice",
+    )  # fmt: skip
     asyncio.run(run(parser.parse_args()))
 
 

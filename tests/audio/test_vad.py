@@ -107,3 +107,20 @@ def test_bad_settings_are_refused():
         VadConfig(threshold=0.3, end_threshold=0.5)
     with pytest.raises(ValueError, match="negative"):
         VadConfig(hangover_ms=-1)
+
+
+def test_a_judged_pause_can_end_at_once_or_last_longer(espeak):
+    speech = espeak("what is seventeen times")
+    quiet = np.zeros(16000, np.float32)
+    vad = VoiceActivity(VadConfig(hangover_ms=1500))
+    assert not [
+        e for e in vad.process(np.concatenate([speech, quiet[:6400]])) if isinstance(e, SpeechEnd)
+    ]
+    (end,) = vad.limit_pause(300)  # 400 ms of silence is already past it: ends now
+    assert isinstance(end, SpeechEnd) and not vad.in_speech
+
+    vad = VoiceActivity(VadConfig(hangover_ms=500))
+    vad.process(np.concatenate([speech, quiet[:4800]]))  # 300 ms into the pause
+    assert vad.limit_pause(2000) == []  # the words break off: wait longer
+    assert not [e for e in vad.process(quiet) if isinstance(e, SpeechEnd)]  # 1.3 s: still open
+    assert [e for e in vad.process(quiet) if isinstance(e, SpeechEnd)]  # 2.3 s: over

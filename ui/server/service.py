@@ -65,6 +65,7 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 
 log = logging.getLogger(__name__)
+IDLE_READ_S = 0.1  # how long the ear waits for pushed audio before it looks up
 SLOW_READER = 1008  # close code (policy violation) for a client whose queue overflowed
 IDLE = 1000  # close code (normal closure) for a connection idle past idle_timeout_s
 
@@ -111,7 +112,12 @@ class PushMicrophone:
             self._taken(frame)
 
     def read(self) -> np.ndarray:
-        frame = self._frames.get()
+        """The next frame; an empty one when the client sent nothing for ``IDLE_READ_S``
+        (so the ear still ends a turn whose verdict came after the client's audio)."""
+        try:
+            frame = self._frames.get(timeout=IDLE_READ_S)
+        except queue.Empty:
+            return np.zeros(0, np.float32)
         if frame is None:
             self._frames.put(None)
             raise AudioDeviceError("the client has disconnected")
