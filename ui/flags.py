@@ -70,6 +70,11 @@ FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
         "help": "silence allowed inside a question that breaks off (\"… times\") before "
         f"it ends anyway (default {Settings.max_pause_ms})",
     }),
+    "threads": ("--threads", {
+        "type": int, "metavar": "N",
+        "help": "CPU threads each of Whisper, Piper and the engine may use; 0 (default): "
+        "half the cores, so the three never fight over them",
+    }),
     "instructions": ("--instructions", {
         "metavar": "TEXT",
         "help": "added to the system message the model reads (the shipped model was not "

@@ -22,6 +22,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         StartupError,
         load_engine,
         load_transcriber,
+        load_turn_model,
         load_voice,
     )
     from quicksilver.ui.server.service import Models, Service
@@ -43,9 +44,10 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     try:
         print("loading the models…", file=sys.stderr)
         models = Models(
-            load_engine(settings.model, settings.device),
-            load_transcriber(settings.whisper_model),
-            load_voice(settings.voice),
+            load_engine(settings.model, settings.device, settings.threads),
+            load_transcriber(settings.whisper_model, settings.threads),
+            load_voice(settings.voice, settings.threads),
+            load_turn_model(settings.threads) if settings.semantic_turns else None,
         )
     except StartupError as error:
         print(f"quicksilver serve: {error}", file=sys.stderr)
@@ -139,17 +141,9 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     add_setting_flags(
         serve,
-        (
-            "model",
-            "steps",
-            "device",
-            "whisper_model",
-            "voice",
-            "hangover_ms",
-            "speculative_ms",
-            "instructions",
-        ),
-    )
+        ("model", "steps", "device", "whisper_model", "voice", "hangover_ms", "speculative_ms",
+         "semantic_turns", "max_pause_ms", "threads", "instructions"),
+    )  # fmt: skip
     serve.set_defaults(func=cmd_serve)
 
     client = sub.add_parser(
