@@ -11,6 +11,18 @@ from quicksilver.engine import Engine, ModelConfig
 from quicksilver.engine.train import Example, TrainConfig, TrainResult, train
 from torch.utils._python_dispatch import TorchDispatchMode
 
+# Sampler settings whose schedule is fixed in advance (no threshold or early finish):
+# the cases that batched and compiled answers must reproduce exactly.
+PLAIN_SCHEDULES: dict[str, dict] = {
+    "plain": {"steps": 8, "max_new_tokens": 32},
+    "blocks": {"steps": 12, "max_new_tokens": 48, "block_length": 16},
+    "no-cache": {"steps": 8, "max_new_tokens": 32, "prompt_cache": "off"},
+    "approximate": {"steps": 8, "max_new_tokens": 32, "block_length": 8,
+                    "prompt_cache": "approximate"},
+    "margin-decay": {"steps": 8, "max_new_tokens": 32, "confidence": "margin",
+                     "position_decay": 0.1},
+}  # fmt: skip
+
 
 def tiny_config(**overrides) -> ModelConfig:
     """A 2-layer model, big enough for the byte-level vocabulary and long canvases."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from quicksilver.engine import Engine
 
-from .conftest import MEMORISED, MEMORISED_REPLY_TOKENS, tiny_config
+from .conftest import MEMORISED, MEMORISED_REPLY_TOKENS, PLAIN_SCHEDULES, tiny_config
 
 # Prompts of different lengths, so the batch pads and masks.
 QUESTIONS = [
@@ -24,15 +24,11 @@ def engine(request) -> Engine:
 @pytest.mark.parametrize(
     "options",
     [
-        {"steps": 8, "max_new_tokens": 32},
-        {"steps": 12, "max_new_tokens": 48, "block_length": 16},
-        {"steps": 8, "max_new_tokens": 32, "prompt_cache": "off"},
-        {"steps": 8, "max_new_tokens": 32, "block_length": 8, "prompt_cache": "approximate"},
-        {"steps": 8, "max_new_tokens": 32, "confidence": "margin", "position_decay": 0.1},
+        *PLAIN_SCHEDULES.values(),
         {"steps": 8, "max_new_tokens": 32, "canvas_cache": "delayed"},
         {"steps": 16, "max_new_tokens": 32, "block_length": 16, "canvas_cache": "delayed"},
     ],
-    ids=["plain", "blocks", "no-cache", "approximate", "margin-decay", "delayed", "delayed-blocks"],
+    ids=[*PLAIN_SCHEDULES, "delayed", "delayed-blocks"],
 )
 def test_greedy_batch_answers_equal_single_answers(engine, count_passes, options):
     alone = [engine.answer(question, **options) for question in QUESTIONS]

@@ -7,7 +7,7 @@ import torch
 from quicksilver.engine import Engine, SamplerConfig
 from quicksilver.engine.compiled import BUCKET
 
-from .conftest import MEMORISED, HostReads, tiny_config
+from .conftest import MEMORISED, PLAIN_SCHEDULES, HostReads, tiny_config
 
 PROMPTS = ["hi", "what is 17 times 3", "please name three colours of the rainbow, and why"]
 
@@ -34,15 +34,8 @@ def passes_with_reads(engine: Engine, prompts: list[str], **options) -> list[lis
 
 @pytest.mark.parametrize(
     "options",
-    [
-        {"steps": 8, "max_new_tokens": 32},
-        {"steps": 12, "max_new_tokens": 48, "block_length": 16},
-        {"steps": 8, "max_new_tokens": 32, "prompt_cache": "off"},
-        {"steps": 8, "max_new_tokens": 32, "block_length": 8, "prompt_cache": "approximate"},
-        {"steps": 8, "max_new_tokens": 32, "confidence": "margin", "position_decay": 0.1},
-        {"steps": 8, "max_new_tokens": 32, "temperature": 0.8},
-    ],
-    ids=["plain", "blocks", "no-cache", "approximate", "margin-decay", "sampled"],
+    [*PLAIN_SCHEDULES.values(), {"steps": 8, "max_new_tokens": 32, "temperature": 0.8}],
+    ids=[*PLAIN_SCHEDULES, "sampled"],
 )
 def test_the_plain_schedule_never_waits_for_the_device(engine, options):
     """Every pass but the last (where finished rows leave the batch) queues its work and
