@@ -13,8 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from quicksilver.ui.server.formats import SESSION_RATE
-from quicksilver.ui.server.protocol import decode_audio, encode_audio
+from quicksilver.ui.server.formats import SESSION_RATE, decode_audio, encode_audio
 from websockets.asyncio.client import ClientConnection, connect
 
 CHUNK_S = 0.02  # seconds of audio per input_audio_buffer.append

@@ -22,6 +22,26 @@ MIN_RATE, MAX_RATE = 8000, 48000
 _ULAW_BIAS, _ULAW_CLIP = 0x84, 32635
 
 
+def to_pcm16(samples: np.ndarray) -> np.ndarray:
+    """float32 samples in [-1, 1] → int16 (clipped, rounded)."""
+    return (np.clip(samples, -1.0, 1.0) * 32767.0).round().astype(np.int16)
+
+
+def from_pcm16(pcm: np.ndarray) -> np.ndarray:
+    """int16 samples → float32 in [-1, 1)."""
+    return pcm.astype(np.float32) / 32768.0
+
+
+def encode_audio(samples: np.ndarray) -> str:
+    """float32 samples → base64 PCM16 little-endian (the protocol's default audio)."""
+    return base64.b64encode(to_pcm16(samples).astype("<i2").tobytes()).decode("ascii")
+
+
+def decode_audio(data: str) -> np.ndarray:
+    """base64 PCM16 little-endian → float32 samples."""
+    return from_pcm16(np.frombuffer(base64.b64decode(data), "<i2"))
+
+
 def ulaw_decode(data: bytes) -> np.ndarray:
     """G.711 μ-law bytes → int16 samples (ITU-T G.711's expansion)."""
     u = ~np.frombuffer(data, np.uint8).astype(np.int32) & 0xFF
@@ -126,11 +146,10 @@ class Formats:
         """A client's audio bytes → float32 at the session's 16 kHz."""
         if len(data) % self.input.bytes_per_sample:
             raise ValueError(f"{self.input.codec} audio has an even number of bytes")
-        samples = _DECODE[self.input.codec](data).astype(np.float32) / 32768.0
+        samples = from_pcm16(_DECODE[self.input.codec](data))
         return samples if self._resampler is None else self._resampler.process(samples)
 
     def encode(self, samples: np.ndarray) -> str:
         """The voice's float32 samples → base64 in the client's output format."""
         converted = resample(samples, self.voice_rate, self.output.rate)
-        pcm = (np.clip(converted, -1.0, 1.0) * 32767.0).round().astype(np.int16)
-        return base64.b64encode(_ENCODE[self.output.codec](pcm)).decode("ascii")
+        return base64.b64encode(_ENCODE[self.output.codec](to_pcm16(converted))).decode("ascii")

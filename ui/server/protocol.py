@@ -44,7 +44,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from quicksilver.assistant.commands import CancelTurn, Command, SubmitText
 from quicksilver.assistant.config import LIVE_SETTINGS
 from quicksilver.assistant.events import (
@@ -208,17 +207,6 @@ _HANDLERS = {
     "response.create": lambda message: CreateResponse(),
     "response.cancel": lambda message: CancelTurn(),
 }
-
-
-def encode_audio(samples: np.ndarray) -> str:
-    """float32 samples in [-1, 1] → base64 PCM16 little-endian."""
-    pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).round().astype("<i2")
-    return base64.b64encode(pcm.tobytes()).decode("ascii")
-
-
-def decode_audio(data: str) -> np.ndarray:
-    """base64 PCM16 little-endian → float32 samples."""
-    return np.frombuffer(base64.b64decode(data), "<i2").astype(np.float32) / 32768.0
 
 
 def response_id(turn: int) -> str:
