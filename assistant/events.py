@@ -82,6 +82,8 @@ class AnswerReady(Event):
     forward_passes: int
     engine_ms: float
     prompt_tokens: int = 0  # what the model read: system message, remembered turns, question
+    confidence: float | None = None  # the engine's ``Answer.confidence``, in [0, 1]
+    withheld: str = ""  # the model's own answer when it was not said (too unsure), else ""
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,7 @@ from quicksilver.assistant.listener import (
     Signal,
 )
 from quicksilver.assistant.memory import Memory
-from quicksilver.assistant.stages import Speak, StageFailed, Think, Transcribe
+from quicksilver.assistant.stages import Speak, StageFailed, Think, Transcribe, spoken_answer
 from quicksilver.assistant.turn import Turn
 from quicksilver.audio.resample import resample
 from quicksilver.audio.turn import SmartTurn, unfinished
@@ -120,6 +120,7 @@ class Session:
         self.settings = settings or Settings()
         self.think.steps = self.settings.steps
         self.think.instructions = self.settings.instructions
+        self.think.unsure_below = self.settings.unsure_below
         self.muted = False
         self.turn = 0  # id of the latest turn
         self._subscribers: list[Subscriber] = []
@@ -274,6 +275,7 @@ class Session:
         self.settings = settings
         self.think.steps = settings.steps
         self.think.instructions = settings.instructions
+        self.think.unsure_below = settings.unsure_below
         self.memory.resize(settings.context_tokens, settings.max_turns)
         if self._listener is not None:
             self._listener.config = self._listen_config()
@@ -488,17 +490,19 @@ class Session:
             )  # fmt: skip
             self._loop.call_soon_threadsafe(self._emit, turn, event)
 
-        answer = await asyncio.to_thread(self.think, turn.transcript, turn.cancelled, draft)
+        written = await asyncio.to_thread(self.think, turn.transcript, turn.cancelled, draft)
         turn.clock.answered = time.perf_counter()
-        if answer is None:
+        if written is None:
             return False
-        turn.answer = answer
+        turn.answer = answer = spoken_answer(written, self.think.unsure_threshold())
+        if answer.text != written.text:
+            turn.withheld = written.text
         engine_ms = round(answer.latency_s * 1000, 1)
         self._emit(
             turn,
             AnswerReady(
                 turn.id, answer.text, answer.thinking, answer.steps, answer.forward_passes,
-                engine_ms, answer.prompt_tokens,
+                engine_ms, answer.prompt_tokens, round(answer.confidence, 4), turn.withheld,
             ),
         )  # fmt: skip
         if self.speak is not None:

@@ -36,6 +36,8 @@ class TurnRecord:
     ``answer`` is the whole spoken answer the engine wrote; ``spoken`` is what the user
     actually heard (all of it, or the part played before a barge-in when ``interrupted``).
     ``metrics`` holds the per-stage milliseconds of ``events.TurnMetrics``.
+    ``confidence`` is the engine's ``Answer.confidence``; ``withheld`` the model's own
+    answer when it was too unsure to be said (``answer`` then holds what was said instead).
     """
 
     turn: int
@@ -47,6 +49,8 @@ class TurnRecord:
     spoken: str = ""
     source: Source = "voice"
     metrics: dict[str, Any] = field(default_factory=dict)
+    confidence: float | None = None
+    withheld: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -72,7 +72,8 @@ class Turn:
     heard_finished: asyncio.Future[float] | None = None  # the turn model's verdict on it
     started_at: str = field(default_factory=now_iso)
     clock: TurnClock = field(default_factory=TurnClock)
-    answer: Answer | None = None
+    answer: Answer | None = None  # as said (see stages.spoken_answer)
+    withheld: str = ""  # the model's own answer, when too unsure to be said
     speech: Speech | None = None
     confirmed: bool = False
     recorded: bool = False
@@ -96,6 +97,8 @@ class Turn:
             started_at=self.started_at,
             thinking=answer.thinking if answer else "",
             answer=answer.text if answer else "",
+            confidence=round(answer.confidence, 4) if answer else None,
+            withheld=self.withheld,
             interrupted=interrupted,
             spoken=spoken,
             source=self.source,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
+import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .checkpoints import load_checkpoint, save_checkpoint
+from .checkpoints import AnswerSettings, load_checkpoint, save_checkpoint
 from .compiled import CompiledForward, compile_by_default
 from .model import ModelConfig, Transformer
 from .sampler import OPTIONAL_SETTINGS, Canvases, DenoiseState, SamplerConfig
@@ -23,7 +24,17 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Answer:
-    """A finished reply: the spoken ``text``, the hidden ``thinking`` and its cost."""
+    """A finished reply: the spoken ``text``, the hidden ``thinking``, its cost, and how
+    sure the model was of it.
+
+    ``confidence`` is the probability the model gave its spoken answer as it committed
+    it: the product, over the answer's tokens and the end token after them, of each
+    token's probability at the pass that committed it (the whole reply's tokens when the
+    canvas has no answer marker). Near 1 the model never hesitated over a token of what
+    it says; one doubtful token pulls it down. :attr:`Engine.unsure_below`, where the
+    checkpoint has measured it, is the value under which an answer is better not said as
+    it is.
+    """
 
     text: str
     thinking: str
@@ -33,6 +44,10 @@ class Answer:
     prompt_tokens: int
     canvas_tokens: int  # length of the reply canvas (max_new_tokens)
     tokens: tuple[int, ...]  # the finished canvas, padding included
+    # Each canvas position's probability of its token at the pass that committed it,
+    # aligned with ``tokens`` (NaN where a rule, not a prediction, settled padding)
+    probabilities: tuple[float, ...]
+    confidence: float  # in [0, 1]: see above
 
 
 @dataclass(frozen=True)
@@ -56,6 +71,15 @@ class Prepared:
     config: SamplerConfig
     prompt_ids: list[int]
     started: float  # time.perf_counter() at the call: latency counts from here
+
+
+def answer_confidence(
+    tokenizer: Tokenizer, tokens: Sequence[int], probabilities: Sequence[float]
+) -> float:
+    """:attr:`Answer.confidence`: the product of the committed probabilities over the
+    spoken answer and its end token (``Tokenizer.answer_span``)."""
+    values = probabilities[tokenizer.answer_span(tokens)]
+    return math.prod(p for p in values if not math.isnan(p))
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -87,6 +111,10 @@ class Engine:
     ``compile``: run the denoising passes through ``torch.compile`` (CUDA graphs on a
     GPU) over bucketed, repeating shapes (:mod:`engine.compiled`); None: on for CUDA,
     off for the CPU. Greedy answers are the eager ones, up to floating-point rounding.
+
+    ``unsure_below``: the :attr:`Answer.confidence` under which this model's answers are
+    better not said as they are (the checkpoint's ``answer.unsure_below``, measured on
+    validation items); None where no one measured it: then no answer is called unsure.
     """
 
     def __init__(
@@ -95,6 +123,7 @@ class Engine:
         tokenizer: Tokenizer,
         sampler: SamplerConfig | None = None,
         compile: bool | None = None,
+        unsure_below: float | None = None,
     ) -> None:
         if tokenizer.vocab_size > model.config.vocab_size:
             raise ValueError(
@@ -104,6 +133,7 @@ class Engine:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.sampler = sampler or SamplerConfig()
+        self.unsure_below = AnswerSettings(unsure_below).unsure_below  # checked
         if compile is None:
             compile = compile_by_default(self.device)
         self.compiled = CompiledForward(self.model) if compile else None
@@ -131,7 +161,7 @@ class Engine:
         log.info(
             "loaded %s (%.1fM parameters) on %s", path, config.model.parameter_count() / 1e6, device
         )
-        return cls(model, tokenizer, config.sampler, compile)
+        return cls(model, tokenizer, config.sampler, compile, config.answer.unsure_below)
 
     @classmethod
     def random(
@@ -184,7 +214,8 @@ class Engine:
 
     def save(self, folder: str | Path, dtype: torch.dtype | None = None) -> Path:
         """Write this engine as a checkpoint folder that :meth:`load` reads back."""
-        return save_checkpoint(folder, self.model, self.tokenizer, self.sampler, dtype)
+        answer = AnswerSettings(self.unsure_below)
+        return save_checkpoint(folder, self.model, self.tokenizer, self.sampler, dtype, answer)
 
     @property
     def device(self) -> torch.device:
@@ -298,6 +329,7 @@ class Engine:
 
     def _finish(self, state: DenoiseState, request: Prepared) -> Answer:
         tokens = tuple(state.canvas.tolist())
+        probabilities = tuple(state.probability.tolist())
         thinking, text = self.tokenizer.split_reply(tokens)
         return Answer(
             text=text,
@@ -308,6 +340,8 @@ class Engine:
             prompt_tokens=len(request.prompt_ids),
             canvas_tokens=request.config.max_new_tokens,
             tokens=tokens,
+            probabilities=probabilities,
+            confidence=answer_confidence(self.tokenizer, tokens, probabilities),
         )
 
     def sampler_config(self, **options) -> SamplerConfig:

@@ -1,7 +1,8 @@
 """Quicksilver's checkpoint format: one folder with three files.
 
 * ``config.json``: the model shape (:class:`~engine.model.ModelConfig`), the special
-  tokens, the chat template and the default sampler settings;
+  tokens, the chat template, the default sampler settings and what its answers'
+  confidence means (:class:`AnswerSettings`);
 * ``model.safetensors``: the weights (any float dtype; loaded into the runtime dtype);
 * ``tokenizer.json``: a Hugging Face ``tokenizers`` file.
 """
@@ -29,6 +30,20 @@ CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE = "config.json", "model.safetensors", 
 
 
 @dataclass
+class AnswerSettings:
+    """How far this model's answers can be trusted: ``unsure_below`` is the
+    :attr:`~engine.api.Answer.confidence` under which an answer is more likely wrong than
+    worth saying, measured for this model on validation items at its default sampler
+    settings (None: never measured, so no answer is called unsure)."""
+
+    unsure_below: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.unsure_below is not None and not 0.0 <= self.unsure_below <= 1.0:
+            raise ValueError(f"unsure_below must lie in [0, 1] or be null, got {self.unsure_below}")
+
+
+@dataclass
 class CheckpointConfig:
     """Everything in ``config.json``."""
 
@@ -36,6 +51,7 @@ class CheckpointConfig:
     special_tokens: SpecialTokens = field(default_factory=SpecialTokens)
     chat_template: ChatTemplate = field(default_factory=ChatTemplate)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    answer: AnswerSettings = field(default_factory=AnswerSettings)
 
     def to_dict(self) -> dict:
         return {
@@ -45,6 +61,7 @@ class CheckpointConfig:
             "special_tokens": asdict(self.special_tokens),
             "chat_template": asdict(self.chat_template),
             "sampler": asdict(self.sampler),
+            "answer": asdict(self.answer),
         }
 
     @classmethod
@@ -66,6 +83,7 @@ class CheckpointConfig:
                 special_tokens=_build(SpecialTokens, data.get("special_tokens", {}), source),
                 chat_template=_build(ChatTemplate, _named_preparation(data, source), source),
                 sampler=_build(SamplerConfig, data.get("sampler", {}), source),
+                answer=_build(AnswerSettings, data.get("answer", {}), source),
             )
         except KeyError as missing:
             raise ValueError(
@@ -114,12 +132,17 @@ def save_checkpoint(
     tokenizer: Tokenizer,
     sampler: SamplerConfig | None = None,
     dtype: torch.dtype | None = None,
+    answer: AnswerSettings | None = None,
 ) -> Path:
     """Write a checkpoint folder; ``dtype`` (e.g. ``torch.float16``) shrinks the weights."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     config = CheckpointConfig(
-        model.config, tokenizer.specials, tokenizer.template, sampler or SamplerConfig()
+        model.config,
+        tokenizer.specials,
+        tokenizer.template,
+        sampler or SamplerConfig(),
+        answer or AnswerSettings(),
     )
     state = {}
     for name, tensor in model.state_dict().items():

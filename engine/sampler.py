@@ -153,6 +153,10 @@ class DenoiseState:
     committed: int  # positions committed by this pass
     key: Hashable = None  # the row's name in its :class:`Canvases` batch
     finished: bool = False  # nothing is masked: the row has left the batch
+    # (max_new_tokens,) float32: each committed position's probability of its token at the
+    # pass that committed it (the model's softmax, the mask token left out); NaN while
+    # masked, and where a rule settled padding outside the pass's window (stop_at_end)
+    probability: Tensor | None = None
 
 
 @dataclass
@@ -230,6 +234,8 @@ class Canvases:
         self.sequence = torch.empty(0, length, dtype=torch.long, device=self.device)
         self.masked = torch.empty(0, length, dtype=torch.bool, device=self.device)
         self.fresh = torch.empty_like(self.masked)  # committed by the previous pass
+        # each position's probability of its token when committed (DenoiseState.probability)
+        self.probability = torch.empty(0, length, dtype=torch.float32, device=self.device)
         self.cache = None
         if self.cache_mode != "off" or config.canvas_cache == "delayed":
             self.cache = KVCache(model.config, 0, length, self.device, param.dtype)
@@ -281,6 +287,9 @@ class Canvases:
         self.sequence = torch.cat([self.sequence, row.unsqueeze(0)])
         self.masked = torch.cat([self.masked, self.masked.new_ones(1, length)])
         self.fresh = torch.cat([self.fresh, self.fresh.new_zeros(1, length)])
+        self.probability = torch.cat(
+            [self.probability, self.probability.new_full((1, length), math.nan)]
+        )
         self.offsets = torch.cat([self.offsets, self.offsets.new_tensor([offset])])
         self.passes = torch.cat([self.passes, self.passes.new_zeros(1)])
         if self.cache is not None:
@@ -309,6 +318,7 @@ class Canvases:
         trim -= trim % self.bucket  # the prompt columns stay a whole number of buckets
         self.sequence = self.sequence[index, trim:]
         self.masked, self.fresh = self.masked[index], self.fresh[index]
+        self.probability = self.probability[index]
         self.offsets -= trim
         self.width -= trim
         for row in self.rows:
@@ -357,6 +367,7 @@ class Canvases:
                     before - sum(row.left),
                     row.key,
                     finished,
+                    self.probability[i],
                 )
             )
             if finished:
@@ -500,7 +511,8 @@ class Canvases:
         block_logits[..., self.mask_id].fill_(-math.inf)  # the mask token is never an answer
         eligible = (masked & in_window)[:, w0:w1]
         prediction = self._predict(block_logits, windows, w0)
-        confidence = _confidence(block_logits, prediction, config.confidence)
+        probs = block_logits.softmax(-1)
+        confidence = _confidence(probs, prediction, config.confidence)
         confidence = confidence.masked_fill(~eligible, -math.inf)
         count = quota
         if config.threshold is not None:
@@ -518,7 +530,17 @@ class Canvases:
             first = torch.where(ends, column, length).min(-1, keepdim=True).values
             _pad_tail(canvas, masked, first + 1, self.end_id)
         self.fresh = was_masked & ~masked
+        self._record_probability(probs, w0)
         return quota if self.reads_back else host_quota
+
+    def _record_probability(self, probs: Tensor, w0: int) -> None:
+        """Keep, for each position this pass committed inside its window, the probability
+        it gave the committed token (padding settled included); on the device, no read."""
+        w1 = w0 + probs.shape[1]
+        tokens = self.canvas[:, w0:w1].unsqueeze(-1)
+        committed = probs.gather(-1, tokens).squeeze(-1)
+        window = self.probability[:, w0:w1]
+        window.copy_(torch.where(self.fresh[:, w0:w1], committed, window))
 
     def _predict(self, logits: Tensor, windows: list[tuple[int, int]], w0: int) -> Tensor:
         """Greedy predictions, or Gumbel-max samples drawn from each row's own generator
@@ -577,8 +599,8 @@ def _cache_mode(model: Transformer, config: SamplerConfig) -> PromptCache:
     return config.prompt_cache
 
 
-def _confidence(logits: Tensor, prediction: Tensor, kind: Confidence) -> Tensor:
-    probs = logits.softmax(-1)
+def _confidence(probs: Tensor, prediction: Tensor, kind: Confidence) -> Tensor:
+    """Each position's confidence in its ``prediction`` from its softmax ``probs``."""
     if kind == "probability":
         return probs.gather(-1, prediction.unsqueeze(-1)).squeeze(-1)
     if kind == "margin":

@@ -288,6 +288,16 @@ class Tokenizer:
             return self.decode(ids).strip(), ""
         return "", self.decode(ids).strip()
 
+    def answer_span(self, ids: Sequence[int]) -> slice:
+        """Where a finished canvas's spoken answer lies, its end token included: after
+        the answer marker up to the first end token (the whole reply when there is no
+        marker). The end token counts: where the answer stops is part of what it says."""
+        ids = list(ids)
+        end = ids.index(self.end_id) + 1 if self.end_id in ids else len(ids)
+        if self.answer_id in ids[:end]:
+            return slice(ids.index(self.answer_id) + 1, end)
+        return slice(0, end)
+
     def split_draft(self, ids: Sequence[int], masked: Sequence[bool]) -> tuple[str, str]:
         """(thinking, text) of a canvas mid-denoising, masked positions as ``MASK_GLYPH``.
 

@@ -90,7 +90,8 @@ def format_event(event: Event, show_thinking: bool = False) -> list[str]:
         return [f"you: {event.text}" if event.text else "(no words heard)"]
     if isinstance(event, AnswerReady):
         thinking = [f"  (thinking) {event.thinking}"] if show_thinking and event.thinking else []
-        return [*thinking, f"quicksilver: {event.text}"]
+        withheld = [f"  (not said, too unsure: {event.withheld})"] if event.withheld else []
+        return [*thinking, f"quicksilver: {event.text}", *withheld]
     if isinstance(event, Interrupted):
         heard = f'heard: "{event.spoken}"' if event.spoken else "nothing was heard yet"
         return [f"  (interrupted; {heard})"]

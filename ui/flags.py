@@ -75,6 +75,11 @@ FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
         "help": "CPU threads each of Whisper, Piper and the engine may use; 0 (default): "
         "half the cores, so the three never fight over them",
     }),
+    "unsure_below": ("--unsure-below", {
+        "type": float, "metavar": "P",
+        "help": "say \"I'm not sure\" instead of an answer whose confidence (0 to 1) is "
+        "below P; 0 turns it off (default: the model's own, 0.92 for the shipped one)",
+    }),
     "instructions": ("--instructions", {
         "metavar": "TEXT",
         "help": "added to the system message the model reads (the shipped model was not "

@@ -21,10 +21,7 @@ from pathlib import Path
 from quicksilver.engine import Engine
 
 from .blend import blend, load
-from .evaluate import TARGET, evaluate
-from .ship import VALIDATION_SEED
-
-VALIDATION_SEEDS = (VALIDATION_SEED, 11)  # the ship script's sampler draw, and one more
+from .evaluate import TARGET, VALIDATION_SEEDS, evaluate
 
 
 @dataclass

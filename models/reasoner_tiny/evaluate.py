@@ -13,6 +13,10 @@ from quicksilver.engine.model import KVCache
 from .corpus import Item, held_out_set
 
 TARGET = 0.95  # exact answers per skill at 16 steps: the accuracy a shipped build aims at
+# Held-out draws for choices (sampler settings, candidate runs, the unsure threshold): the
+# ship script's sampler draw, and one more; the reported figures use ``evaluate``'s default
+VALIDATION_SEED = 7
+VALIDATION_SEEDS = (VALIDATION_SEED, 11)
 
 
 @dataclass
@@ -21,6 +25,7 @@ class SkillScore:
     correct: int = 0
     total: int = 0
     misses: list[tuple[str, str, str]] = field(default_factory=list)  # question, wanted, got
+    judged: list[tuple[float, bool]] = field(default_factory=list)  # (confidence, right) each
 
     @property
     def accuracy(self) -> float:
@@ -96,7 +101,9 @@ def evaluate(
             answer = engine.answer(item.messages(), steps=steps, **options)
             latencies.append(answer.latency_s * 1000)
             score.total += 1
-            if is_right(item, answer.text):
+            right = is_right(item, answer.text)
+            score.judged.append((answer.confidence, right))
+            if right:
                 score.correct += 1
             elif len(score.misses) < 3:
                 score.misses.append((item.question, item.answer, answer.text))

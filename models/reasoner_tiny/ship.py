@@ -1,8 +1,9 @@
 """Ship a trained reasoner-tiny:
 ``python -m quicksilver.models.reasoner_tiny.ship build/reasoner-tiny``.
 
-Picks the sampler settings on a validation draw of the held-out side, measures the
-chosen settings on the reported held-out sets at 8, 16 and 32 steps, writes
+Picks the sampler settings on a validation draw of the held-out side, and the confidence
+under which the assistant says it is unsure on the validation draws (``confidence``),
+measures the chosen settings on the reported held-out sets at 8, 16 and 32 steps, writes
 ``MODEL_CARD.md`` with those figures, and copies the checkpoint (fp16 weights) into
 this folder, where ``Engine.load("bundled")`` finds it. Selection and report use
 different held-out items, so the card's figures are not tuned on themselves.
@@ -18,11 +19,11 @@ from pathlib import Path
 import torch
 from quicksilver.engine import Engine, SamplerConfig
 
-from .evaluate import TARGET, Evaluation, evaluate, left_to_right
+from .confidence import VALIDATION_PER_SKILL, card_section, choose_threshold, validation_judged
+from .evaluate import TARGET, VALIDATION_SEED, Evaluation, evaluate, left_to_right
 
 HERE = Path(__file__).parent
 CARD = "MODEL_CARD.md"
-VALIDATION_SEED = 7  # held-out items for choosing the sampler; the report uses the default seed
 CANDIDATES = {  # sampler options tried on the validation items
     "plain": {},
     "padding settled at p 0.9": {"padding_threshold": 0.9},
@@ -124,7 +125,9 @@ def write_card(
     results: list[Evaluation],
     in_order: tuple[dict[str, float], int],
     per_skill: int,
+    unsure: str,
 ) -> Path:
+    """``unsure``: the section :func:`~.confidence.card_section` wrote."""
     config = engine.model.config
     chosen, validation = sampler_choice
     tried = ", ".join(f"{name} {mean:.1%}" for name, mean in validation.items())
@@ -155,6 +158,7 @@ def write_card(
         table=accuracy_table(results, in_order[0]),
         misses=misses(at_16),
         below_target=", ".join(s.skill for s in at_16.scores if s.accuracy < TARGET) or "none",
+        unsure=unsure,
     )
     path = folder / CARD
     path.write_text(card, encoding="utf-8")
@@ -167,6 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-skill", type=int, default=50, help="reported items per skill")
     parser.add_argument("--validation-per-skill", type=int, default=12)
     parser.add_argument(
+        "--unsure-per-skill",
+        type=int,
+        default=VALIDATION_PER_SKILL,
+        help="validation items per skill per draw for the unsure threshold",
+    )
+    parser.add_argument(
         "--in-order-per-skill", type=int, default=20, help="items per skill, reading order"
     )
     parser.add_argument("--to", default=str(HERE), help="where to ship (default: this folder)")
@@ -174,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
 
     engine = Engine.load(args.run, device="cpu")
     chosen, engine.sampler, validation = choose_sampler(engine, args.validation_per_skill)
+    judged = validation_judged(engine, args.unsure_per_skill)
+    engine.unsure_below = choose_threshold(judged)
     results = [evaluate(engine, args.per_skill, steps=steps) for steps in (8, 16, 32)]
     results.append(evaluate(engine, args.per_skill, steps=16, follow_up=True))
     results.append(evaluate(engine, args.per_skill, steps=16, trained_phrasings=True))
@@ -189,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         results,
         (in_order, args.in_order_per_skill),
         args.per_skill,
+        card_section(engine.unsure_below, judged, results[1], args.unsure_per_skill),
     )
     print(accuracy_table(results, in_order))
     print(f"sampler: {chosen} (validation means: {validation}); card: {card}")

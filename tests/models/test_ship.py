@@ -21,12 +21,14 @@ def test_ship_writes_fp16_weights_and_a_card_of_measured_figures(tmp_path, capsy
     (run / "training.json").write_text(json.dumps({"step": 7, "batch_size": 4, "lr": 1e-3}))
 
     args = [str(run), "--to", str(target), "--per-skill", "1", "--validation-per-skill", "1"]
-    args += ["--in-order-per-skill", "1"]
+    args += ["--in-order-per-skill", "1", "--unsure-per-skill", "1"]
     assert ship.main(args) == 0
 
     weights = safetensors.torch.load_file(target / "model.safetensors")
     assert {tensor.dtype for tensor in weights.values()} == {torch.float16}
-    assert Engine.load(target, device="cpu").sampler.steps == 16
+    shipped = Engine.load(target, device="cpu")
+    assert shipped.sampler.steps == 16
+    assert shipped.unsure_below is not None  # chosen on the validation draws, stored
     card = (target / ship.CARD).read_text()
     assert "{" not in card.replace("{w}", "")  # every placeholder was filled
     assert "7 steps of batch 4" in card
@@ -38,6 +40,7 @@ def test_ship_writes_fp16_weights_and_a_card_of_measured_figures(tmp_path, capsy
     for skill in SKILLS:
         assert f"| {skill} |" in card
     assert "| latency p50 / p90 (ms) |" in card
+    assert "## When it is not sure" in card and "| **all** |" in card
     assert "sampler:" in capsys.readouterr().out
 
 

@@ -261,7 +261,8 @@ class Translator:
             return self._response(turn, {
                 "type": "response.text.done", "text": event.text, "steps": event.steps,
                 "forward_passes": event.forward_passes, "engine_ms": event.engine_ms,
-                "prompt_tokens": event.prompt_tokens,
+                "prompt_tokens": event.prompt_tokens, "confidence": event.confidence,
+                "withheld": event.withheld,
             })  # fmt: skip
         if isinstance(event, SpeakingFinished | Interrupted) and turn in self.with_audio:
             self.with_audio.discard(turn)
