@@ -19,6 +19,7 @@ from quicksilver.assistant.listener import FrameSource
 from quicksilver.assistant.loading import (
     StartupError,
     load_engine,
+    load_question_model,
     load_transcriber,
     load_turn_model,
     load_voice,
@@ -79,7 +80,11 @@ def build_session(
         transcriber = None
     elif transcriber is None:
         transcriber = _step(
-            progress, "whisper", lambda: load_transcriber(settings.whisper_model, settings.threads)
+            progress,
+            "whisper",
+            lambda: load_transcriber(
+                settings.whisper_model, settings.threads, load_question_model(settings.model)
+            ),
         )
     speak = None
     if kind != "none":

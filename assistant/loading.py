@@ -8,14 +8,18 @@ inside PyTorch or onnxruntime.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import torch
 from quicksilver.assistant.config import thread_budget
+from quicksilver.audio.language_model import FILE_NAME, QuestionModel
 from quicksilver.audio.stt import Transcriber
 from quicksilver.audio.tts import Voice
 from quicksilver.audio.turn import SmartTurn
 from quicksilver.engine import Engine
+from quicksilver.engine.checkpoints import resolve_checkpoint
+from quicksilver.engine.hub import HUB_ID
 
 T = TypeVar("T")
 
@@ -64,10 +68,28 @@ def load_engine(model: str, device: str = "auto", threads: int = 0) -> Engine:
     return _load("engine", f"the model {model!r}", lambda: Engine.load(model, device=device))
 
 
-def load_transcriber(model: str, threads: int = 0) -> Transcriber:
+def load_transcriber(
+    model: str, threads: int = 0, questions: QuestionModel | None = None
+) -> Transcriber:
+    """Whisper; ``questions`` (:func:`load_question_model`) chooses among its hypotheses."""
     budget = thread_budget(threads)
     return _load("whisper", f"the Whisper model {model!r}",
-                 lambda: Transcriber(model, cpu_threads=budget))  # fmt: skip
+                 lambda: Transcriber(model, cpu_threads=budget, questions=questions))  # fmt: skip
+
+
+def load_question_model(engine_model: str) -> QuestionModel | None:
+    """The model of what users ask that the engine's checkpoint folder ships
+    (``questions.lm.json``, see :mod:`audio.language_model`), if it has one: a folder or a
+    registered name. A hub model ships none, and is not looked up again."""
+    if HUB_ID.fullmatch(engine_model) and not Path(engine_model).expanduser().exists():
+        return None
+    try:
+        path = resolve_checkpoint(engine_model) / FILE_NAME
+    except FileNotFoundError:
+        return None  # load_engine names the missing checkpoint
+    if not path.is_file():
+        return None
+    return _load("whisper", f"the question model {path}", lambda: QuestionModel.load(path))
 
 
 def load_voice(voice: str, threads: int = 0) -> Voice:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import difflib
 import logging
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from quicksilver.audio.language_model import QuestionModel
 from quicksilver.audio.textnorm import spoken_numbers_to_digits
 from quicksilver.audio.vad import SAMPLE_RATE, SileroVad, VadConfig, speech_segments
 
@@ -55,6 +57,11 @@ class SttOptions:
     without_timestamps: bool = True  # short clips: decode text only (long input needs times)
     short_window: bool = True  # encode short clips without Whisper's 30 s of padding
     join_numbers: bool = True  # "200 and 5" → "205": one spoken number written in pieces
+    # With a question model (Transcriber's ``questions``): the beam's best hypotheses
+    # (up to beam_size) are rescored, Whisper's mean token log-probability plus this
+    # weight times the model's mean word log-probability (chosen on a validation draw).
+    hypotheses: int = 5
+    question_weight: float = 0.05
 
 
 @dataclass(frozen=True)
@@ -123,10 +130,16 @@ class Transcriber:
         compute_type: str | None = None,
         cpu_threads: int = 0,
         options: SttOptions | None = None,
+        questions: QuestionModel | None = None,
     ) -> None:
+        """``questions``: a model of what users ask (:mod:`audio.language_model`), to
+        choose among Whisper's hypotheses of a short clip; None keeps Whisper's first."""
         from faster_whisper import WhisperModel
 
         self.options = options or SttOptions()
+        if self.options.hypotheses < 1:
+            raise ValueError(f"hypotheses must be 1 or more, got {self.options.hypotheses}")
+        self.questions = questions
         self.device = _resolve_device(device)
         compute_type = compute_type or ("float16" if self.device.startswith("cuda") else "int8")
         if cpu_threads < 0:
@@ -253,7 +266,7 @@ class Transcriber:
 
     def _short_decoder(self) -> _ShortWindowDecoder:
         if self._short is None:
-            self._short = _ShortWindowDecoder(self.model, self.options)
+            self._short = _ShortWindowDecoder(self.model, self.options, self.questions)
         return self._short
 
     def transcribe(self, samples: np.ndarray, *, speech_checked: bool = False) -> str:
@@ -269,14 +282,19 @@ class _ShortWindowDecoder:
     the clip plus a margin of silence, about 4x less work. The model then sometimes loops
     ("Tell me a joke Tell me a joke ..."); an exact loop is cut to its first period,
     anything else that looks wrong returns None and the caller uses the full window.
+    With a question model, the beam's best hypotheses that pass these checks are
+    rescored by it (:class:`SttOptions`).
     """
 
-    def __init__(self, model: object, options: SttOptions) -> None:
+    def __init__(
+        self, model: object, options: SttOptions, questions: QuestionModel | None = None
+    ) -> None:
         from faster_whisper.tokenizer import Tokenizer
         from faster_whisper.transcribe import get_suppressed_tokens
 
         self.model = model
         self.options = options
+        self.questions = questions
         self.tokenizer = Tokenizer(
             model.hf_tokenizer, model.model.is_multilingual, task="transcribe",
             language=options.language,
@@ -291,33 +309,54 @@ class _ShortWindowDecoder:
 
     def decode(self, audio: np.ndarray) -> Segment | None:
         from faster_whisper.audio import pad_or_trim
-        from faster_whisper.transcribe import get_compression_ratio
 
         features = self.model.feature_extractor(audio)[:, :-1]
         duration = audio.size / SAMPLE_RATE
         window = int(max(_SHORT_MIN_WINDOW_S, duration + _SHORT_MARGIN_S) * _FRAMES_PER_S)
         encoded = self.model.encode(pad_or_trim(features, min(window, 3000)))
         cap = int(duration * _TOKENS_PER_S) + 10
+        hypotheses = min(self.options.hypotheses, self.options.beam_size) if self.questions else 1
         result = self.model.model.generate(
             encoded, [self.prompt], beam_size=self.options.beam_size,
+            num_hypotheses=hypotheses,
             max_length=len(self.prompt) + 2 * cap,  # the prompt counts; past cap is a loop
             return_scores=True, return_no_speech_prob=True, suppress_blank=True,
             suppress_tokens=self.suppress,
         )[0]  # fmt: skip
-        generated = result.sequences_ids[0]
+        candidates = [
+            self._checked(ids, score, cap)
+            for ids, score in zip(result.sequences_ids, result.scores, strict=True)
+        ]
+        if candidates[0] is None:
+            return None  # Whisper's own best looks wrong: the full window decides
+        if candidates[0][0]:  # (nothing heard stays nothing heard)
+            candidates[0] = max((c for c in candidates if c is not None), key=self._rescored)
+        text, avg_logprob = candidates[0]
+        return Segment(0.0, duration, text, result.no_speech_prob, avg_logprob)
+
+    def _checked(self, generated: list[int], score: float, cap: int) -> tuple[str, float] | None:
+        """A hypothesis's text and mean log-probability, or None if it looks wrong."""
+        from faster_whisper.transcribe import get_compression_ratio
+
         tokens = [t for t in generated if t < self.tokenizer.eot]
         period = _loop_period(tokens)
         if period is not None:
             tokens = tokens[:period]
         elif len(tokens) >= cap:
             return None  # ran away without an exact loop
-        avg_logprob = result.scores[0] * len(generated) / (len(generated) + 1)
+        avg_logprob = score * len(generated) / (len(generated) + 1)
         text = self.tokenizer.decode(tokens).strip()
         if get_compression_ratio(text) > _MAX_COMPRESSION or (
             period is None and avg_logprob < self.options.log_prob_threshold
         ):
             return None
-        return Segment(0.0, duration, text, result.no_speech_prob, avg_logprob)
+        return text, avg_logprob
+
+    def _rescored(self, candidate: tuple[str, float]) -> float:
+        text, avg_logprob = candidate
+        if self.questions is None or not text:
+            return avg_logprob if self.questions is None else -math.inf
+        return avg_logprob + self.options.question_weight * self.questions.score(text)
 
 
 def _loop_period(tokens: list[int], min_repeat: int = 3) -> int | None:
