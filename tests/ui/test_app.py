@@ -10,6 +10,7 @@ import time
 import pytest
 from quicksilver.assistant.config import Settings
 from quicksilver.assistant.events import (
+    AnswerReady,
     Denoise,
     FinalTranscript,
     Interrupted,
@@ -19,6 +20,7 @@ from quicksilver.assistant.events import (
     TurnCompleted,
 )
 from quicksilver.assistant.factory import Wiring, build_session
+from quicksilver.assistant.stages import UNSURE
 from quicksilver.ui.app import QuicksilverApp
 from quicksilver.ui.app.widgets import (
     AssistantMessage,
@@ -27,6 +29,8 @@ from quicksilver.ui.app.widgets import (
     StartupPanel,
     StatusBar,
     UserMessage,
+    WithheldAnswer,
+    confidence_label,
 )
 
 from tests.assistant.sessions import (
@@ -90,6 +94,38 @@ async def test_a_typed_question_forms_step_by_step_then_joins_the_conversation(r
     assert "17 times 3" in str(question.render())
     assert "engine" in status.latency and status.state == "listening"
     assert not canvas.has_class("busy")  # the canvas is put away once the answer settles
+
+
+@pytest.mark.parametrize("booth", [False, True], ids=["app", "booth"])
+async def test_a_withheld_answer_is_shown_dim_under_what_was_said(reasoner, booth):
+    """Every answer withheld (``unsure_below`` 1): the app shows "I'm not sure", the
+    model's own answer marked as not said with its confidence (not in a booth), and the
+    confidence beside the turn's figures."""
+    build = functools.partial(build_session, engine=reasoner)
+    settings = Settings(steps=16, unsure_below=1.0)
+    app = QuicksilverApp(settings, TYPED, booth=booth, build=build)
+    async with app.run_test(size=(100, 30)) as pilot:
+        events = await started(pilot, app)
+        await ask(pilot, "what is 17 times 3")
+        await until(pilot, lambda: app.query(WithheldAnswer), what="the withheld answer")
+        await until(pilot, lambda: app.query_one(StatusBar).latency, what="the figures")
+        (message,) = answers_shown(app)
+        (withheld,) = app.query(WithheldAnswer)
+        shown = withheld.region
+        status = app.query_one(StatusBar)
+
+    (ready,) = events.of(AnswerReady, 1)
+    label = confidence_label(ready.confidence)
+    assert ready.confidence < 1 and ready.withheld == withheld.text
+    assert message.text == UNSURE
+    assert answers("what is seventeen times three", withheld.text), withheld.text
+    assert str(withheld.render()) == f"not said, confidence {label}: {withheld.text}"
+    assert f"engine {ready.engine_ms:.0f} ms · confidence {label}" in status.latency
+    if booth:  # a visitor sees what was said, not the guess kept back
+        assert shown.height == 0
+    else:  # dim, under the answer
+        assert shown.height > 0 and shown.y > message.region.y
+        assert withheld.styles.color != message.styles.color and withheld.styles.text_style.italic
 
 
 async def test_cancel_stops_the_spoken_answer_and_marks_it(reasoner, voice):

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from quicksilver.assistant.config import Settings
+from quicksilver.assistant.stages import UNSURE
 from quicksilver.audio.wavfile import write_wav
 from quicksilver.ui.server.config import ServerConfig
 from quicksilver.ui.server.service import Models, Service
@@ -151,11 +152,43 @@ def test_a_typed_question_is_answered_on_the_page_draft_by_draft(
         [turn] = finished_turns(driver)
         assert turn["user"] == "what is 17 times 3"
         assert "51" in turn["answer"], turn
-        assert "engine" in turn["meta"]
+        assert "engine" in turn["meta"] and "confidence 0." in turn["meta"]
+        assert not driver.find_element(By.CSS_SELECTOR, ".turn .withheld").is_displayed()
         assert counter(driver, "drafts") == 8  # every step of the 8 reached the page
         assert 1 <= counter(driver, "drawn") <= 8  # drawn at most once a frame
         wait_for(driver, lambda: counter(driver, "audio-samples") > 0, 10, "answer audio")
-        assert "░" not in driver.find_element(By.ID, "canvas").text  # the last draft is whole
+        canvas = driver.find_element(By.ID, "canvas")
+        assert "░" not in canvas.text  # the last draft is whole
+        assert float(canvas.value_of_css_property("opacity")) == 1  # and said: not dimmed
+    finally:
+        driver.quit()
+
+
+def test_an_answer_too_unsure_to_say_is_shown_dim_as_not_said(
+    running: RunningService, tmp_path: Path
+):
+    driver = chromium(tmp_path)
+    try:
+        open_page(driver, running)
+        # every answer withheld on this connection's session, through the protocol
+        driver.execute_script(
+            "booth.send({type: 'session.update', session: {unsure_below: 1}})"
+        )  # fmt: skip
+        driver.find_element(By.ID, "question").send_keys("what is 17 times 3")
+        driver.find_element(By.CSS_SELECTOR, "#ask button").click()
+        wait_for(driver, lambda: finished_turns(driver), TURN_S, "an answered turn")
+        [turn] = finished_turns(driver)
+        answer = driver.find_element(By.CSS_SELECTOR, ".turn .answer")
+        withheld = driver.find_element(By.CSS_SELECTOR, ".turn .withheld")
+        assert turn["answer"] == UNSURE
+        assert withheld.is_displayed() and withheld.text.startswith("not said, confidence 0.")
+        assert withheld.text.endswith("17 times 3 is 51."), withheld.text
+        confidence = withheld.text.split(":")[0].removeprefix("not said, ")
+        assert turn["meta"].endswith(f" · {confidence}"), turn
+        assert withheld.value_of_css_property("font-style") == "italic"
+        assert withheld.value_of_css_property("color") != answer.value_of_css_property("color")
+        canvas = driver.find_element(By.ID, "canvas")  # the draft of what was not said: dim
+        assert float(canvas.value_of_css_property("opacity")) < 1
     finally:
         driver.quit()
 

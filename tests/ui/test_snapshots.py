@@ -1,4 +1,5 @@
-"""Snapshots of the main screen mid-denoise and after an answer, at 80×24 and 120×40, in
+"""Snapshots of the main screen mid-denoise, after an answer and after an answer withheld
+(too unsure: "I'm not sure", the model's own answer dim below), at 80×24 and 120×40, in
 the dark and the light theme.
 
 The app runs a real (typed) session; the turn on screen is a scripted event sequence,
@@ -27,6 +28,7 @@ from quicksilver.assistant.events import (
     TurnMetrics,
 )
 from quicksilver.assistant.factory import build_session
+from quicksilver.assistant.stages import UNSURE
 from quicksilver.ui.app import QuicksilverApp
 from quicksilver.ui.app.widgets import MASK_GLYPH, AssistantMessage, DenoiseCanvas
 
@@ -50,8 +52,9 @@ def draft(text: str, step: int) -> str:
     )
 
 
-def turn(until_step: int) -> list[Event]:
-    """A typed turn up to ``until_step``; past the last step, with its answer and figures."""
+def turn(until_step: int, withheld: bool = False) -> list[Event]:
+    """A typed turn up to ``until_step``; past the last step, with its answer and figures
+    (``withheld``: the answer not said, at confidence 0.41)."""
     events: list[Event] = [FinalTranscript(1, QUESTION, "text")]
     for step in range(1, min(until_step, STEPS) + 1):
         masked = draft(ANSWER, step).count(MASK_GLYPH)
@@ -59,8 +62,11 @@ def turn(until_step: int) -> list[Event]:
             Denoise(1, step, STEPS, draft(THINKING, step), draft(ANSWER, step), masked, 2.5)
         )
     if until_step > STEPS:
+        ready = AnswerReady(1, ANSWER, THINKING, STEPS, STEPS, 45.0)
+        if withheld:
+            ready = AnswerReady(1, UNSURE, THINKING, STEPS, STEPS, 45.0, 0, 0.4137, ANSWER)
         events += [
-            AnswerReady(1, ANSWER, THINKING, STEPS, STEPS, 45.0),
+            ready,
             TurnMetrics(1, engine_ms=45.0, steps=STEPS),
             Listening(1),
         ]
@@ -81,14 +87,14 @@ def shown(svg: str) -> list[str]:
 
 @pytest.mark.parametrize("theme", ["textual-dark", "textual-light"])
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
-@pytest.mark.parametrize("moment", ["mid-denoise", "answered"])
+@pytest.mark.parametrize("moment", ["mid-denoise", "answered", "withheld"])
 async def test_the_main_screen_looks_as_it_did(reasoner, moment, size, theme):
     build = functools.partial(build_session, engine=reasoner)
     app = QuicksilverApp(Settings(steps=STEPS), TYPED, build=build)
     async with app.run_test(size=size) as pilot:
         await started(pilot, app)
         app.theme = theme
-        for event in turn(7 if moment == "mid-denoise" else STEPS + 1):
+        for event in turn(7 if moment == "mid-denoise" else STEPS + 1, moment == "withheld"):
             app.show_event(event)
         canvas = app.query_one(DenoiseCanvas)
         if moment == "mid-denoise":
@@ -107,3 +113,7 @@ async def test_the_main_screen_looks_as_it_did(reasoner, moment, size, theme):
     assert shown(svg) == shown(path.read_text()), f"{name} differs from {path}"
     if moment == "mid-denoise":
         assert any("7/16" in line for line in shown(svg))
+    if moment == "withheld":  # under what was said, and beside the turn's figures
+        lines = [line.replace("\xa0", " ") for line in shown(svg)]
+        assert any("not said, confidence 0.41: 17 times 3 is 51." in line for line in lines)
+        assert any("engine 45 ms · confidence 0.41" in line for line in lines)

@@ -247,6 +247,7 @@ class QuicksilverApp(App[int]):
             canvas.add_step(event)
         elif isinstance(event, AnswerReady):
             canvas.add_answer(event)
+            status.set_confidence(event)
         elif isinstance(event, SpeakingStarted):
             status.set_state("speaking")
         elif isinstance(event, SpeakingFinished):
@@ -267,7 +268,9 @@ class QuicksilverApp(App[int]):
 
     def on_denoise_canvas_settled(self, message: DenoiseCanvas.Settled) -> None:
         answer = message.answer
-        self.query_one(Conversation).answer(answer.turn, answer.text, answer.thinking)
+        self.query_one(Conversation).answer(
+            answer.turn, answer.text, answer.thinking, answer.withheld, answer.confidence
+        )
 
     def _note(self, text: str, kind: str = "note") -> None:
         self.query_one(Conversation).note(text, kind)

@@ -52,6 +52,23 @@ class AssistantMessage(Static):
         self.update(f"{spoken} — interrupted" if spoken else "(interrupted before a word)")
 
 
+class WithheldAnswer(Static):
+    """The model's own answer to a turn, not said because it was too unsure of it: shown
+    dim under what was said ("I'm not sure..."), with its confidence, so the person at the
+    screen sees why. Booth mode hides it (``app.tcss``)."""
+
+    def __init__(self, text: str, confidence: float | None) -> None:
+        sure = "" if confidence is None else f", confidence {confidence_label(confidence)}"
+        super().__init__(f"not said{sure}: {text}", markup=False)
+        self.text = text
+
+
+def confidence_label(confidence: float) -> str:
+    """``confidence`` to two places, rounded down: an answer withheld below 0.92 never
+    reads as 0.92."""
+    return f"{math.floor(confidence * 100) / 100:.2f}"
+
+
 class Conversation(VerticalScroll):
     """The turns so far, newest at the bottom, kept in view as they come."""
 
@@ -74,10 +91,16 @@ class Conversation(VerticalScroll):
         else:
             self._add(UserMessage(text or "(no words heard)"))
 
-    def answer(self, turn: int, text: str, thinking: str) -> None:
+    def answer(
+        self, turn: int, text: str, thinking: str, withheld: str = "",
+        confidence: float | None = None,
+    ) -> None:  # fmt: skip
+        """What was said; under it, the model's own answer when it was withheld."""
         message = AssistantMessage(text, thinking)
         self._answers[turn] = message
         self._add(message)
+        if withheld:
+            self._add(WithheldAnswer(withheld, confidence))
 
     def interrupted(self, turn: int, spoken: str) -> None:
         """Mark the turn's answer, shown or (cut off while forming) not yet."""
@@ -211,7 +234,7 @@ def _with_masks(draft: str, style, masked_style) -> Text:
 
 class StatusBar(Static):
     """What the assistant is doing, the microphone level, the parts in use and the last
-    turn's latency."""
+    turn's latency and answer confidence."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"status--state", "status--meter"}
 
@@ -222,6 +245,7 @@ class StatusBar(Static):
         self.state = "starting"
         self.level = 0.0
         self.latency = ""
+        self._confidence: tuple[int, float | None] = (0, None)  # the last answer's
 
     def set_state(self, state: str) -> None:
         self.state = state
@@ -235,6 +259,10 @@ class StatusBar(Static):
         self.level = event.rms
         self._draw()
 
+    def set_confidence(self, answer: AnswerReady) -> None:
+        """Kept until the turn's figures come (:meth:`set_latency`), shown beside them."""
+        self._confidence = (answer.turn, answer.confidence)
+
     def set_latency(self, metrics: TurnMetrics) -> None:
         parts = [
             (label, value)
@@ -246,7 +274,11 @@ class StatusBar(Static):
             )
             if value is not None
         ]
-        self.latency = " · ".join(f"{label} {value:.0f} ms" for label, value in parts)
+        figures = [f"{label} {value:.0f} ms" for label, value in parts]
+        turn, confidence = self._confidence
+        if turn == metrics.turn and confidence is not None:
+            figures.append(f"confidence {confidence_label(confidence)}")
+        self.latency = " · ".join(figures)
         self._draw()
 
     def on_mount(self) -> None:

@@ -285,6 +285,7 @@ class Booth {
     },
     "response.created"(event) {
       this.turn(event.response.id).answer.classList.add("pending");
+      $("canvas").classList.remove("withheld");
     },
     "response.draft"(event) {
       this.counters.drafts += 1;
@@ -292,9 +293,14 @@ class Booth {
       requestAnimationFrame(() => this.drawDraft());
     },
     "response.text.done"(event) {
-      const answer = this.turn(event.response_id).answer;
-      answer.textContent = event.text;
-      answer.classList.remove("pending");
+      const turn = this.turn(event.response_id);
+      turn.answer.textContent = event.text;
+      turn.answer.classList.remove("pending");
+      // Too unsure to say it: the model's own answer, marked as not said (dim, style.css).
+      const sure = describeConfidence(event.confidence);
+      turn.withheld.textContent = event.withheld ? `not said${sure ? `, ${sure}` : ""}: ${event.withheld}` : "";
+      turn.article.dataset.confidence = event.confidence ?? "";
+      $("canvas").classList.toggle("withheld", Boolean(event.withheld)); // its draft, dimmed
     },
     "response.audio.delta"(event) {
       const samples = decodePcm16(event.delta);
@@ -308,7 +314,9 @@ class Booth {
       const turn = this.turn(event.response_id);
       turn.answer.classList.remove("pending");
       if (status === "cancelled") turn.answer.classList.add("cancelled");
-      turn.meta.textContent = describeTimings(timings);
+      turn.meta.textContent = [describeTimings(timings), describeConfidence(turn.article.dataset.confidence)]
+        .filter(Boolean)
+        .join(" · ");
       const heard = this.askedAt !== null && this.firstAudioAt !== null ? this.firstAudioAt - this.askedAt : null;
       $("latency").textContent = [
         describeTimings(timings),
@@ -335,7 +343,8 @@ class Booth {
     this.publish();
   }
 
-  /** The elements of turn N ("item_N" or "resp_N"), made on first use. */
+  /** The elements of turn N ("item_N" or "resp_N"), made on first use: the question, the
+   * answer said, the answer withheld (empty unless the model was too unsure), the figures. */
   turn(id) {
     const number = id.split("_").pop();
     let article = document.querySelector(`#conversation [data-turn="${number}"]`);
@@ -343,7 +352,7 @@ class Booth {
       article = document.createElement("article");
       article.className = "turn";
       article.dataset.turn = number;
-      for (const part of ["user", "answer", "meta"]) {
+      for (const part of ["user", "answer", "withheld", "meta"]) {
         const element = document.createElement("p");
         element.className = part;
         article.append(element);
@@ -351,8 +360,8 @@ class Booth {
       $("conversation").append(article);
     }
     article.scrollIntoView({ block: "end" });
-    const [user, answer, meta] = article.children;
-    return { user, answer, meta };
+    const [user, answer, withheld, meta] = article.children;
+    return { article, user, answer, withheld, meta };
   }
 
   setState(state) {
@@ -386,6 +395,13 @@ function draftSpans(text) {
     spans.push(span);
   }
   return spans;
+}
+
+/** "confidence 0.41", rounded down (an answer withheld below 0.92 never reads 0.92);
+ * "" when there is none. */
+function describeConfidence(confidence) {
+  if (confidence === null || confidence === undefined || confidence === "") return "";
+  return `confidence ${(Math.floor(Number(confidence) * 100) / 100).toFixed(2)}`;
 }
 
 function describeTimings(timings) {
