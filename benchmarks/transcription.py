@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+from quicksilver.assistant.loading import load_question_model
 from quicksilver.audio.stt import DOMAIN_PROMPT, SttOptions, Transcriber
 from quicksilver.audio.textnorm import spoken_numbers_to_digits
 from quicksilver.audio.tts import Voice
@@ -37,12 +38,14 @@ DOMAIN_HOTWORDS = (
 
 @dataclass(frozen=True)
 class Option:
-    """One way to transcribe: a model, its decoding options and its CPU threads (0: the
-    benchmark's ``--threads``)."""
+    """One way to transcribe: a model, its decoding options, its CPU threads (0: the
+    benchmark's ``--threads``) and whether the shipped question model rescores Whisper's
+    hypotheses."""
 
     model: str
     stt: SttOptions
     threads: int = 0
+    questions: bool = False
 
 
 def options(base: str) -> dict[str, Option]:
@@ -66,6 +69,14 @@ def options(base: str) -> dict[str, Option]:
         "tiny-prompt-full-join": Option(
             "tiny.en", replace(prompt, short_window=False, join_numbers=True)
         ),
+        **{
+            f"tiny-prompt-beam5-join-questions{weight}": Option(
+                "tiny.en",
+                replace(prompt, beam_size=5, join_numbers=True, question_weight=float(weight)),
+                questions=True,
+            )
+            for weight in ("0.02", "0.05", "0.1", "0.2")
+        },
         "base": Option(base, old),
         "base-full": Option(base, replace(old, short_window=False)),
         "base-prompt-join": Option(base, replace(prompt, join_numbers=True)),
@@ -91,10 +102,12 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, Tally]]:
 
     # Joining numbers is text work after decoding: an option that joins reuses the
     # transcript (and the time) of its twin that does not.
-    def key(option: Option) -> tuple[str, SttOptions, int]:
-        return option.model, replace(option.stt, join_numbers=False), option.threads
+    def key(option: Option) -> tuple[str, SttOptions, int, bool]:
+        stt = replace(option.stt, join_numbers=False)
+        return option.model, stt, option.threads, option.questions
 
-    transcribers: dict[tuple[str, SttOptions, int], Transcriber] = {}
+    question_model = load_question_model("bundled")
+    transcribers: dict[tuple[str, SttOptions, int, bool], Transcriber] = {}
     for option in chosen.values():
         if key(option) not in transcribers:
             transcribers[key(option)] = Transcriber(
@@ -102,6 +115,7 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, Tally]]:
                 device="cpu",
                 cpu_threads=option.threads or args.threads,
                 options=key(option)[1],
+                questions=question_model if option.questions else None,
             )
     piper = Voice()
     tallies: dict[str, dict[str, Tally]] = defaultdict(lambda: defaultdict(Tally))
@@ -112,7 +126,7 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, Tally]]:
             clean = as_utterance(speaker.say(question, piper))
             for condition, audio in (("clean", clean), ("noise", with_noise(clean, SNR_DB))):
                 column = f"{speaker.name} {condition}"
-                heard: dict[tuple[str, SttOptions, int], tuple[str, float]] = {}
+                heard: dict[tuple[str, SttOptions, int, bool], tuple[str, float]] = {}
                 for name, option in chosen.items():
                     if key(option) not in heard:
                         start = time.perf_counter()
