@@ -58,6 +58,9 @@ class Settings:
     ``max_pause_ms`` of silence for the rest.
     ``threads``: the CPU threads each of Whisper, Piper and the engine may use (0: half
     the cores, at least one; see :func:`thread_budget`).
+    ``question_model``: let the model of what users ask that the engine's checkpoint
+    ships (``questions.lm.json``) choose among Whisper's hypotheses; off, Whisper's own
+    first choice stands (for questions far from the model's skills).
     ``unsure_below``: an answer whose confidence (``Answer.confidence``, 0 to 1) is
     below this is not said; the assistant says it is not sure instead. ``None``: the
     model's own threshold, measured on validation items (0.92 for the shipped model;
@@ -83,6 +86,7 @@ class Settings:
     semantic_turns: bool = True
     max_pause_ms: int = field(default=1500, metadata={"minimum": 0})
     threads: int = field(default=0, metadata={"minimum": 0})
+    question_model: bool = True
     unsure_below: float | None = field(default=None, metadata={"minimum": 0, "maximum": 1})
 
 

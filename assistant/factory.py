@@ -83,7 +83,9 @@ def build_session(
             progress,
             "whisper",
             lambda: load_transcriber(
-                settings.whisper_model, settings.threads, load_question_model(settings.model)
+                settings.whisper_model,
+                settings.threads,
+                load_question_model(settings.model) if settings.question_model else None,
             ),
         )
     speak = None

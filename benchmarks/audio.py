@@ -47,7 +47,8 @@ def espeak(text: str, folder: Path) -> np.ndarray:
     """Speech from espeak-ng at 130 words per minute, 16 kHz, silence trimmed."""
     raw, wav = folder / "raw.wav", folder / "speech.wav"
     subprocess.run(["espeak-ng", "-v", "en-us", "-s", "130", "-w", str(raw), text], check=True)
-    subprocess.run(["sox", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(wav)], check=True)
+    resample = ["sox", "-D", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(wav)]
+    subprocess.run(resample, check=True)  # -D: no dither, the same samples every run
     samples = read_wav(wav)
     loud = np.nonzero(np.abs(samples) > 0.01)[0]
     return samples[loud[0] : loud[-1] + 1]

@@ -148,8 +148,9 @@ def _espeak(text: str, voice: str, wpm: int) -> np.ndarray:
         raw, wav = Path(folder) / "raw.wav", Path(folder) / "speech.wav"
         subprocess.run(["espeak-ng", "-v", voice, "-s", str(wpm), "-w", str(raw), text],
                        check=True, timeout=60)  # fmt: skip
-        subprocess.run(["sox", str(raw), "-r", str(SAMPLE_RATE), "-c", "1", "-b", "16", str(wav)],
-                       check=True, timeout=60)  # fmt: skip
+        # -D: no dither, so a voice says a question with the same samples in every run
+        resample = ["sox", "-D", str(raw), "-r", str(SAMPLE_RATE), "-c", "1", "-b", "16", str(wav)]
+        subprocess.run(resample, check=True, timeout=60)
         return read_wav(wav)
 
 

@@ -56,7 +56,8 @@ def espeak(speech_dir: Path):
             raw, wav = speech_dir / f"{name}_22k.wav", speech_dir / f"{name}.wav"
             subprocess.run([espeak_ng, "-v", "en-us", "-s", "130", "-w", str(raw), text],
                            check=True, timeout=60)  # fmt: skip
-            subprocess.run([sox, str(raw), "-r", str(RATE), "-c", "1", "-b", "16", str(wav)],
+            # -D: no dither, so the same text gives the same samples in every run
+            subprocess.run([sox, "-D", str(raw), "-r", str(RATE), "-c", "1", "-b", "16", str(wav)],
                            check=True, timeout=60)  # fmt: skip
             cache[text] = trim(read_wav(wav))
         return cache[text].copy()

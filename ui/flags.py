@@ -70,6 +70,11 @@ FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
         "help": "silence allowed inside a question that breaks off (\"… times\") before "
         f"it ends anyway (default {Settings.max_pause_ms})",
     }),
+    "question_model": ("--no-question-model", {
+        "action": "store_false",
+        "help": "take Whisper's first hypothesis as heard, instead of letting the model's "
+        "question model pick the likeliest question among its five best",
+    }),
     "threads": ("--threads", {
         "type": int, "metavar": "N",
         "help": "CPU threads each of Whisper, Piper and the engine may use; 0 (default): "

@@ -34,22 +34,24 @@ def test_found_only_where_a_checkpoint_ships_one(tmp_path):
     assert load_question_model(str(tmp_path / "absent")) is None  # load_engine explains
 
 
-def test_whisper_hears_the_question_it_was_asked(transcriber, espeak):
-    """Real Whisper on espeak's robotic "nine" and "eight", which tiny.en ranks below "I" and
-    "made": the question model picks the hypothesis that is a question of the domain."""
+def test_whisper_hears_the_question_it_was_asked(espeak):
+    """Real Whisper on espeak's robotic "nine", which tiny.en ranks below "I": the question
+    model picks the hypothesis that is a question of the domain."""
     from quicksilver.audio.stt import Transcriber
 
     rescoring = Transcriber(cpu_threads=1, questions=load_question_model("bundled"))
-    asked = {"what is 12 plus 9": {"12", "9"}, "tell me 57 times eight": {"57", "8"}}
-    whisper_first = []
+    plain = Transcriber(cpu_threads=1)
+    asked = {"what is 12 plus 9": {"12", "9"}, "so tell me zero plus 9": {"0", "9"}}
+    heard = {}
     for question, numbers in asked.items():
         audio = np.concatenate([silence(0.3), espeak(question), silence(0.15)])
-        assert digits_in(rescoring.transcribe(audio)) == numbers, question
-        whisper_first.append(digits_in(transcriber.transcribe(audio)) == numbers)
-    assert not all(whisper_first)  # without it, Whisper's first choice misses a number
+        heard[question] = rescoring.transcribe(audio), plain.transcribe(audio)
+        assert digits_in(heard[question][0]) == numbers, heard
+    # without it, Whisper's first choice misses a number
+    assert any(digits_in(heard[q][1]) != numbers for q, numbers in asked.items()), heard
 
 
-def test_a_session_loads_the_engines_question_model(tmp_path):
+def test_a_session_loads_the_engines_question_model():
     from quicksilver.assistant.config import Settings
     from quicksilver.assistant.factory import build_session
     from quicksilver.assistant.wiring import Wiring
@@ -57,3 +59,5 @@ def test_a_session_loads_the_engines_question_model(tmp_path):
     wiring = Wiring(microphone=False, speech=True, output="none", log=False)
     session = build_session(Settings(threads=1), wiring)
     assert isinstance(session.transcribe.transcriber.questions, QuestionModel)
+    session = build_session(Settings(threads=1, question_model=False), wiring)
+    assert session.transcribe.transcriber.questions is None  # --no-question-model

@@ -47,7 +47,9 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         models = Models(
             load_engine(settings.model, settings.device, settings.threads),
             load_transcriber(
-                settings.whisper_model, settings.threads, load_question_model(settings.model)
+                settings.whisper_model,
+                settings.threads,
+                load_question_model(settings.model) if settings.question_model else None,
             ),
             load_voice(settings.voice, settings.threads),
             load_turn_model(settings.threads) if settings.semantic_turns else None,
@@ -145,7 +147,8 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
     add_setting_flags(
         serve,
         ("model", "steps", "device", "whisper_model", "voice", "hangover_ms", "speculative_ms",
-         "semantic_turns", "max_pause_ms", "threads", "instructions", "unsure_below"),
+         "semantic_turns", "max_pause_ms", "threads", "instructions", "unsure_below",
+         "question_model"),
     )  # fmt: skip
     serve.set_defaults(func=cmd_serve)
 
