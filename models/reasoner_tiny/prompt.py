@@ -52,9 +52,11 @@ def date_context(today: dt.date) -> str:
 @dataclass(frozen=True)
 class Preparation:
     """Spoken-question normalisation, with or without operand slots (builds made before
-    the slots existed read their prompts without them)."""
+    the slots existed read their prompts without them); ``last_words``: the word slots
+    take the question's last spelled-out words (``operand_slots``)."""
 
     slots: bool = True
+    last_words: bool = False
 
     def prepare(
         self, messages: Sequence[dict[str, str]], tokenizer: Tokenizer
@@ -65,7 +67,7 @@ class Preparation:
         ]
         if self.slots:
             question = prepared[-1]["content"]
-            block = operand_slots(question, tokenizer.spells_out)
+            block = operand_slots(question, tokenizer.spells_out, self.last_words)
             prepared[-1]["content"] = f"{question} {block}"
         return prepared
 
@@ -74,4 +76,5 @@ class Preparation:
 
 
 REASONER_TINY = Preparation()
+REASONER_TINY_2 = Preparation(last_words=True)  # fresh runs since the shipped build
 BEFORE_SLOTS = Preparation(slots=False)

@@ -33,6 +33,7 @@ HERE = Path(__file__).parent
 SHAPE = dict(d_model=192, n_layers=4, n_heads=4, max_seq_len=352, prompt_sees_reply=False)
 CANVAS = 135  # reply tokens: the corpus's longest reply, thinking and answer
 CHUNK = 10_000  # examples per encoding task
+PREPARATION = "reasoner-tiny-2"  # a fresh run's prompt preparation (prompt.py)
 
 
 def build_engine(seed: int, tokenizer: Tokenizer | None = None, **shape) -> Engine:
@@ -43,7 +44,7 @@ def build_engine(seed: int, tokenizer: Tokenizer | None = None, **shape) -> Engi
     overrides the shipped model's shape (smaller models for quick checks).
     """
     if tokenizer is None:
-        template = ChatTemplate(preparation="reasoner-tiny")
+        template = ChatTemplate(preparation=PREPARATION)
         tokenizer = Tokenizer.word_level(vocabulary(), template=template)
     config = ModelConfig(vocab_size=tokenizer.vocab_size, **(SHAPE | shape))
     return Engine.random(config, seed=seed, device="auto", tokenizer=tokenizer)

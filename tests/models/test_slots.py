@@ -68,3 +68,29 @@ def test_only_the_question_being_answered_gets_slots(tok):
     assert prompt.count("|") - prompt.count("<|") * 2 == 2  # one block, two separators
     assert "what is 5 plus 6<|end|>" in prompt
     assert "spell theater | ___ ___ ___ ___ | theater_____ ____________<|end|>" in prompt
+
+
+def test_the_second_preparation_keeps_the_asked_word_after_unfamiliar_phrasing():
+    """Phrasing words the tokenizer spells out ("give", "number") come before the word asked
+    about; the first preparation filled the fields with them, the second keeps the last."""
+    spelled = {"give", "number", "penguin", "gonna"}.__contains__
+    question = "give me the number of u's in penguin"
+    assert operand_slots(question, spelled).endswith("| give________ number______")
+    assert operand_slots(question, spelled, last_words=True).endswith("| number______ penguin_____")
+    # with two or fewer spelled-out words both preparations agree
+    assert operand_slots("spell penguin", spelled, last_words=True) == operand_slots(
+        "spell penguin", spelled
+    )
+
+
+def test_fresh_runs_train_with_the_second_preparation():
+    from quicksilver.models.reasoner_tiny.prompt import REASONER_TINY_2
+    from quicksilver.models.reasoner_tiny.train import PREPARATION, build_engine
+
+    engine = build_engine(0, d_model=32, n_layers=1, n_heads=2)
+    assert engine.tokenizer.template.preparation == PREPARATION == "reasoner-tiny-2"
+    assert engine.tokenizer.preparation is REASONER_TINY_2
+    prompt = engine.tokenizer.decode(
+        engine.tokenizer.prompt_ids("how many b's gonna nice are in brean")
+    )
+    assert prompt.endswith("| nice________ brean_______")  # not "gonna", "nice"
