@@ -12,6 +12,7 @@ reading and writing checkpoints, and logs through :mod:`logging`.
 
 from .api import Answer, DenoiseFrame, Engine
 from .model import ModelConfig
+from .routing import RoutedEngine, RoutedScheduler, scheduler_for
 from .sampler import SamplerConfig
 from .scheduler import Handle, Scheduler
 from .tokenizer import ChatTemplate, SpecialTokens, Tokenizer
@@ -25,9 +26,12 @@ __all__ = [
     "Engine",
     "Handle",
     "ModelConfig",
+    "RoutedEngine",
+    "RoutedScheduler",
     "SamplerConfig",
     "Scheduler",
     "SpecialTokens",
     "Tokenizer",
     "__version__",
+    "scheduler_for",
 ]

@@ -10,16 +10,22 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
-from .checkpoints import AnswerSettings, load_checkpoint, save_checkpoint
+from .checkpoints import AnswerSettings, load_checkpoint, resolve_checkpoint, save_checkpoint
 from .compiled import CompiledForward, compile_by_default
 from .model import ModelConfig, Transformer
 from .sampler import OPTIONAL_SETTINGS, Canvases, DenoiseState, SamplerConfig
 from .tokenizer import Conversation, Tokenizer
 
+if TYPE_CHECKING:
+    from .routing import RoutedEngine
+
 log = logging.getLogger(__name__)
+
+ROUTING_FILE = "routing.json"  # what makes a folder a routed checkpoint (engine.routing)
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,11 @@ class Answer:
     # aligned with ``tokens`` (NaN where a rule, not a prediction, settled padding)
     probabilities: tuple[float, ...]
     confidence: float  # in [0, 1]: see above
+    # A routed checkpoint's (engine.routing): the router's passes, included in
+    # forward_passes (its time is in latency_s), and the model that answered ("default"
+    # for the routed checkpoint's default model); 0 and None for a plain engine
+    router_passes: int = 0
+    expert: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,15 @@ def answer_confidence(
     spoken answer and its end token (``Tokenizer.answer_span``)."""
     values = probabilities[tokenizer.answer_span(tokens)]
     return math.prod(p for p in values if not math.isnan(p))
+
+
+def answers_in_order(frames: Iterator[DenoiseFrame], count: int) -> list[Answer]:
+    """The answers of a batch's last frames, in the order of their ``conversation``."""
+    answers: list[Answer | None] = [None] * count
+    for frame in frames:
+        if frame.answer is not None:
+            answers[frame.conversation] = frame.answer
+    return answers
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -147,9 +167,18 @@ class Engine:
         device: str | torch.device = "auto",
         dtype: torch.dtype | None = None,
         compile: bool | None = None,
-    ) -> Engine:
-        """Load a checkpoint folder (config.json + model.safetensors + tokenizer.json)."""
-        config, state, tokenizer = load_checkpoint(path)
+    ) -> Engine | RoutedEngine:
+        """Load a checkpoint folder (config.json + model.safetensors + tokenizer.json).
+
+        A routed checkpoint (a folder with ``routing.json``, see :mod:`engine.routing`)
+        loads as a :class:`~engine.routing.RoutedEngine`, which answers as an engine does.
+        """
+        folder = resolve_checkpoint(path)
+        if (folder / ROUTING_FILE).is_file():
+            from .routing import RoutedEngine  # it builds on this module
+
+            return RoutedEngine.load(folder, device, dtype, compile)
+        config, state, tokenizer = load_checkpoint(folder)
         device = resolve_device(device)
         with torch.device("meta"):
             model = Transformer(config.model)
@@ -261,10 +290,8 @@ class Engine:
         alone (in the prompt cache modes that are exact alone). Answers come back in the
         order asked; each row leaves the batch as soon as it is finished.
         """
-        answers: list[Answer | None] = [None] * len(conversations)
-        for frame in self.stream_batch(conversations, drafts=False, **options):
-            answers[frame.conversation] = frame.answer
-        return answers
+        frames = self.stream_batch(conversations, drafts=False, **options)
+        return answers_in_order(frames, len(conversations))
 
     def stream_batch(
         self, conversations: Sequence[Conversation], *, drafts: bool = True, **options

@@ -43,6 +43,7 @@ from quicksilver.audio.stt import Transcriber
 from quicksilver.audio.tts import Voice
 from quicksilver.audio.turn import SmartTurn
 from quicksilver.engine import Engine
+from quicksilver.engine.routing import RoutedScheduler, scheduler_for
 from quicksilver.engine.scheduler import Scheduler
 from quicksilver.ui.server.config import LOOPBACK, ServerConfig
 from quicksilver.ui.server.formats import SESSION_RATE, AudioFormat, Formats, chosen_format
@@ -148,13 +149,13 @@ class Service:
         self._connections: set[ServerConnection] = set()  # admitted, handshake on or done
         self._ids = itertools.count(1)
         self._server: Server | None = None
-        self.scheduler: Scheduler | None = None  # runs while the service listens
+        self.scheduler: Scheduler | RoutedScheduler | None = None  # runs while the service listens
         self.turn_model = models.turn
         if self.turn_model is None and settings.semantic_turns:
             self.turn_model = load_turn_model(settings.threads)
 
     async def __aenter__(self) -> Service:
-        self.scheduler = Scheduler(self.models.engine, max_batch=self.config.max_batch)
+        self.scheduler = scheduler_for(self.models.engine, max_batch=self.config.max_batch)
         self._server = await serve(
             self._connection,
             self.config.host,

@@ -1,7 +1,9 @@
 """One engine for every connection: answers go through the engine's continuous-batching
 :class:`~quicksilver.engine.scheduler.Scheduler`, so turns from all clients wait in one
 first-come-first-served queue and those denoising at the same time share each forward
-pass, instead of threads racing for the cores.
+pass, instead of threads racing for the cores. A routed engine's
+:class:`~quicksilver.engine.routing.RoutedScheduler` (``scheduler_for`` picks it) routes each
+turn as it is submitted and keeps one such queue per model.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from quicksilver.engine import DenoiseFrame
+from quicksilver.engine.routing import RoutedScheduler
 from quicksilver.engine.scheduler import Scheduler
 from quicksilver.engine.tokenizer import Conversation
 
@@ -19,7 +22,7 @@ class ScheduledEngine:
     through the scheduler; everything else (the tokenizer, the date sentence, the
     default sampler) is the shared engine's own."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: Scheduler | RoutedScheduler) -> None:
         self.scheduler = scheduler
 
     def stream(self, conversation: Conversation, **options: Any) -> Iterator[DenoiseFrame]:
