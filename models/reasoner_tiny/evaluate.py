@@ -7,7 +7,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import torch
-from quicksilver.engine import Engine
+from quicksilver.engine import Engine, RoutedEngine
 from quicksilver.engine.model import KVCache
 
 from .corpus import Item, held_out_set
@@ -76,7 +76,7 @@ def is_right(item: Item, answer_text: str) -> bool:
 
 
 def evaluate(
-    engine: Engine,
+    engine: Engine | RoutedEngine,
     per_skill: int = 50,
     steps: int = 16,
     skills: Collection[str] | None = None,
@@ -112,7 +112,7 @@ def evaluate(
 
 
 def left_to_right(
-    engine: Engine,
+    engine: Engine | RoutedEngine,
     per_skill: int = 50,
     skills: Collection[str] | None = None,
     seed: int = 1234,
@@ -126,7 +126,8 @@ def left_to_right(
     from the answer, which uniform masking teaches and which fails at inference, where
     the answer stays masked until the reasoning is written. For a model trained to work
     forwards (``TrainConfig.suffix_mask_share``) the gap down to :func:`evaluate`'s
-    accuracy is what the step budget and the commit order cost.
+    accuracy is what the step budget and the commit order cost. A routed engine's reply
+    is scored on the model its router picks for the question.
     """
     tok, canvas = engine.tokenizer, engine.sampler.max_new_tokens
     shares = {}
@@ -136,7 +137,12 @@ def left_to_right(
             prompt = tok.prompt_ids(item.messages())
             reply = tok.reply_ids(item.thinking, item.answer)
             if len(reply) <= canvas:  # else the canvas cannot hold it: wrong
-                right += _predicted_left_to_right(engine, prompt, reply) == reply
+                model = (
+                    engine.engine_for(engine.route(item.messages()))
+                    if isinstance(engine, RoutedEngine)
+                    else engine
+                )
+                right += _predicted_left_to_right(model, prompt, reply) == reply
         shares[skill] = right / len(items)
     return shares
 

@@ -1,0 +1,234 @@
+"""The router of a routed reasoner-tiny: which skill family's expert answers a question.
+
+A small diffusion model whose spoken answer is a family's name ("arithmetic", "letters",
+"numbers", "calendar") or "default" (chat, refusals: the general model), denoised in one
+pass on a canvas of 12 tokens. It reads prompts exactly as the shipped model does (its
+tokenizer, chat template and prompt preparation), so a routed checkpoint counts a prompt's
+tokens once for all its models (see ``quicksilver.engine.routing``).
+
+Train it (resumable), measure it on the held-out questions, and assemble a routed
+checkpoint from it and fine-tuned experts::
+
+    python -m quicksilver.models.reasoner_tiny.router --out build/router --minutes 5
+    python -m quicksilver.models.reasoner_tiny.router evaluate build/router
+    python -m quicksilver.models.reasoner_tiny.router assemble --router build/router \\
+        --expert letters=build/tune-letters --default models/reasoner_tiny --out build/routed
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from quicksilver.engine import Engine, ModelConfig, SamplerConfig
+from quicksilver.engine.routing import DEFAULT, RoutedEngine, Routing
+from quicksilver.engine.train import EncodedData, Example, TrainConfig, encode_examples, train
+
+from .corpus import SKILLS, held_out_set, training_items
+
+log = logging.getLogger(__name__)
+
+HERE = Path(__file__).parent
+FAMILIES = {
+    "arithmetic": ("addition", "subtraction", "multiplication", "division"),
+    "letters": ("letter count", "spelling", "backwards", "first/last letter"),
+    "numbers": ("comparison", "ordering", "conversion"),
+    "calendar": ("calendar",),
+}
+FAMILY_OF = {skill: family for family, skills in FAMILIES.items() for skill in skills}
+CANVAS = 12  # "<|answer|>arithmetic<|end|>": the longest name, spelled out, and its end
+STEPS = 1  # router passes per answer
+SHAPE = dict(d_model=128, n_layers=2, n_heads=4, prompt_sees_reply=False)
+EVALUATION_SEEDS = (7, 1234)
+SKIPPED_FILES = ("trainer_state.pt", "trainer_state.pt.tmp")  # not needed to answer
+
+
+def family(skill: str) -> str:
+    """The family whose expert answers a skill's questions; ``"default"`` for the rest."""
+    if skill not in SKILLS:
+        raise ValueError(f"no skill named {skill!r}; the skills are {list(SKILLS)}")
+    return FAMILY_OF.get(skill, DEFAULT)
+
+
+def build_router(like: str | Path = HERE, seed: int = 0, **shape) -> Engine:
+    """A fresh router that reads prompts as the checkpoint ``like`` does: its tokenizer
+    (vocabulary, chat template, prompt preparation) and room for every prompt it takes."""
+    reference = Engine.load(like, device="cpu")
+    context = reference.model.config.max_seq_len - reference.sampler.max_new_tokens + CANVAS
+    config = ModelConfig(
+        vocab_size=reference.model.config.vocab_size, max_seq_len=context, **(SHAPE | shape)
+    )
+    sampler = SamplerConfig(steps=STEPS, max_new_tokens=CANVAS)
+    return Engine.random(
+        config, seed=seed, device="auto", tokenizer=reference.tokenizer, sampler=sampler
+    )
+
+
+def routing_examples(count: int, seed: int) -> list[Example]:
+    """The training corpus's questions (the same mix, augmentations and earlier
+    exchanges), each answered with its family's name and no reasoning."""
+    items = training_items(count, seed)
+    return [Example(item.messages(), family(item.skill)) for item in items]
+
+
+def encoded(engine: Engine, examples: Sequence[Example]) -> EncodedData:
+    """The examples on the router's canvas; a prompt too long for it is left out."""
+    prompts, replies = encode_examples(engine.tokenizer, examples)
+    room = engine.model.config.max_seq_len - CANVAS
+    fits = [i for i, prompt in enumerate(prompts) if len(prompt) <= room]
+    log.info("%d of %d examples fit the context", len(fits), len(prompts))
+    return EncodedData.from_ids(
+        [prompts[i] for i in fits], [replies[i] for i in fits], CANVAS, engine
+    )
+
+
+def accuracy(
+    router: Engine, seeds: Sequence[int] = EVALUATION_SEEDS, per_skill: int = 50
+) -> dict[str, tuple[int, int]]:
+    """(right, asked) per family on the held-out questions of ``seeds``, each asked as a
+    first turn and as a follow-up."""
+    counts: dict[str, list[int]] = {name: [0, 0] for name in [*FAMILIES, DEFAULT]}
+    for seed in seeds:
+        for follow_up in (False, True):
+            for skill, items in held_out_set(per_skill, seed, follow_up=follow_up).items():
+                wanted = family(skill)
+                answers = router.answer_batch([item.messages() for item in items], steps=STEPS)
+                counts[wanted][0] += sum(a.text.strip() == wanted for a in answers)
+                counts[wanted][1] += len(answers)
+    return {name: (right, asked) for name, (right, asked) in counts.items()}
+
+
+def report(counts: dict[str, tuple[int, int]]) -> str:
+    lines = [f"{'family':<12} {'right':>7} {'asked':>6}  accuracy"]
+    for name, (right, asked) in counts.items():
+        lines.append(f"{name:<12} {right:>7} {asked:>6}  {right / asked:.1%}")
+    right, asked = (sum(c[i] for c in counts.values()) for i in (0, 1))
+    lines.append(f"{'all':<12} {right:>7} {asked:>6}  {right / asked:.1%}")
+    return "\n".join(lines)
+
+
+def assemble(
+    router: Path,
+    experts: dict[str, Path],
+    default: Path,
+    out: Path,
+    router_steps: int = STEPS,
+    unsure_below: float | None = None,
+) -> Path:
+    """Copy the router, the experts and the default model into ``out`` (their resumable
+    training state left behind) and write its ``routing.json``; the default model's
+    model of what users ask (``questions.lm.json``) goes to the top, where the assistant
+    looks. The result is checked by loading it."""
+    if (out / "routing.json").exists() or (out.exists() and any(out.iterdir())):
+        raise FileExistsError(f"{out} is not empty; pass a new folder to --out")
+    parts = {"router": router, **{f"experts/{n}": p for n, p in experts.items()}}
+    parts["default"] = default
+    for name, source in parts.items():
+        if not (source / "config.json").is_file():
+            raise FileNotFoundError(f"{source} is no checkpoint folder (no config.json)")
+        shutil.copytree(source, out / name, ignore=shutil.ignore_patterns(*SKIPPED_FILES))
+    questions = default / "questions.lm.json"
+    if questions.is_file():
+        shutil.copy2(questions, out / questions.name)
+    routing = Routing(
+        router="router",
+        experts={name: f"experts/{name}" for name in experts},
+        default="default",
+        router_steps=router_steps,
+        unsure_below=unsure_below,
+    )
+    routing.write(out)
+    RoutedEngine.load(out, device="cpu")  # the models must fit together
+    return out
+
+
+def _expert_pairs(pairs: Sequence[str]) -> dict[str, Path]:
+    experts = {}
+    for pair in pairs:
+        name, _, path = pair.partition("=")
+        if not path or name not in FAMILIES:
+            raise ValueError(
+                f"an expert is FAMILY=FOLDER with FAMILY one of {list(FAMILIES)}, not {pair!r}"
+            )
+        experts[name] = Path(path)
+    return experts
+
+
+def main_assemble(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="router assemble", description="Assemble a routed checkpoint folder."
+    )
+    parser.add_argument("--router", type=Path, required=True)
+    parser.add_argument("--expert", action="append", default=[], metavar="FAMILY=FOLDER")
+    parser.add_argument("--default", type=Path, default=HERE, help="the general model")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--router-steps", type=int, default=STEPS)
+    parser.add_argument(
+        "--unsure-below", type=float, help="the routed system's threshold, measured on it"
+    )
+    args = parser.parse_args(argv)
+    try:
+        experts = _expert_pairs(args.expert)
+    except ValueError as error:
+        parser.error(str(error))
+    assemble(args.router, experts, args.default, args.out, args.router_steps, args.unsure_below)
+    print(f"{args.out}: routed checkpoint; load it with Engine.load({str(args.out)!r})")
+    return 0
+
+
+def main_evaluate(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="router evaluate", description="Measure a router.")
+    parser.add_argument("run", type=Path)
+    parser.add_argument("--per-skill", type=int, default=50)
+    args = parser.parse_args(argv)
+    router = Engine.load(args.run, device="auto")
+    print(report(accuracy(router, per_skill=args.per_skill)))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["assemble"]:
+        return main_assemble(argv[1:])
+    if argv[:1] == ["evaluate"]:
+        return main_evaluate(argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="build/router", help="run folder (resumable)")
+    parser.add_argument("--like", type=Path, default=HERE, help="whose tokenizer to read with")
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--examples", type=int, default=60_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--minutes", type=float, help="stop (and save) after this long")
+    parser.add_argument("--per-skill", type=int, default=50, help="held-out questions per skill")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    engine = build_router(args.like, args.seed)
+    data = encoded(engine, routing_examples(args.examples, args.seed))
+    config = TrainConfig(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        warmup_steps=100,
+        seed=args.seed,
+        out_dir=args.out,
+        save_every=250,
+        time_limit_s=args.minutes * 60 if args.minutes else None,
+        checkpoint_dtype="float16",
+        length_buckets=True,
+    )
+    result = train(engine, data, config)
+    print(f"step {result.steps}/{args.steps}")
+    router = Engine.load(args.out, device="auto", dtype=torch.float32)
+    print(report(accuracy(router, per_skill=args.per_skill)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

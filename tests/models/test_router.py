@@ -1,0 +1,73 @@
+"""reasoner-tiny's router: its labels, its shape and the routed folder it assembles."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from quicksilver.engine import Engine, RoutedEngine
+from quicksilver.models.reasoner_tiny import router
+from quicksilver.models.reasoner_tiny.corpus import SKILLS
+
+SHIPPED = Path(router.__file__).parent
+
+
+def test_every_skill_has_a_family_or_goes_to_the_default():
+    assert {skill for skills in router.FAMILIES.values() for skill in skills} <= set(SKILLS)
+    assert router.family("spelling") == "letters" and router.family("calendar") == "calendar"
+    assert router.family("conversation") == router.family("out of scope") == "default"
+    with pytest.raises(ValueError, match="no skill named"):
+        router.family("poetry")
+
+
+def test_examples_answer_with_the_family_name_only():
+    examples = router.routing_examples(400, seed=3)
+    names = {example.answer for example in examples}
+    assert names == {*router.FAMILIES, "default"}
+    assert all(example.thinking == "" for example in examples)
+    follow_ups = [e for e in examples if len(e.conversation) > 2]
+    assert follow_ups  # earlier exchanges, as in the assistant's memory
+
+
+@pytest.fixture(scope="module")
+def fresh_router(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("router")
+    engine = router.build_router(SHIPPED, seed=0, d_model=32, n_layers=1)
+    engine.save(folder)
+    return folder
+
+
+def test_a_router_reads_prompts_as_the_shipped_model_does(fresh_router):
+    shipped = Engine.load(SHIPPED, device="cpu")
+    fresh = Engine.load(fresh_router, device="cpu")
+    assert fresh.tokenizer.fingerprint() == shipped.tokenizer.fingerprint()
+    assert fresh.sampler.max_new_tokens == router.CANVAS
+    assert fresh.sampler.steps == router.STEPS
+    room = fresh.model.config.max_seq_len - router.CANVAS
+    assert room == shipped.model.config.max_seq_len - shipped.sampler.max_new_tokens
+    # The longest family name fits the canvas with its marker and end token.
+    longest = max([*router.FAMILIES, "default"], key=len)
+    assert len(fresh.tokenizer.reply_ids("", longest)) <= router.CANVAS
+
+
+def test_assemble_writes_a_routed_folder_that_loads(fresh_router, tmp_path):
+    out = tmp_path / "routed"
+    experts = router._expert_pairs([f"letters={SHIPPED}"])
+    router.assemble(fresh_router, experts, SHIPPED, out, unsure_below=0.8)
+    routing = json.loads((out / "routing.json").read_text())
+    assert routing["experts"] == {"letters": "experts/letters"}
+    assert (routing["router"], routing["default"], routing["router_steps"]) == (
+        "router",
+        "default",
+        1,
+    )
+    assert (out / "questions.lm.json").is_file()  # where the assistant looks for it
+    engine = Engine.load(out, device="cpu")
+    assert isinstance(engine, RoutedEngine) and engine.unsure_below == 0.8
+    answer = engine.answer("what is 2 plus 2")
+    assert answer.router_passes == 1 and answer.expert in {"letters", "default"}
+    with pytest.raises(FileExistsError, match="not empty"):
+        router.assemble(fresh_router, experts, SHIPPED, out)
+    with pytest.raises(ValueError, match="FAMILY=FOLDER"):
+        router._expert_pairs(["poetry=somewhere"])
