@@ -106,17 +106,16 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
         messages.insert(0, {"role": "system", "content": context})
     answer = engine.answer(messages, **options)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "answer": answer.text,
-                    "thinking": answer.thinking,
-                    "steps": answer.steps,
-                    "forward_passes": answer.forward_passes,
-                    "latency_ms": round(answer.latency_s * 1000, 2),
-                }
-            )
-        )
+        figures = {
+            "answer": answer.text,
+            "thinking": answer.thinking,
+            "steps": answer.steps,
+            "forward_passes": answer.forward_passes,
+            "latency_ms": round(answer.latency_s * 1000, 2),
+        }
+        if answer.expert is not None:  # a routed checkpoint: who answered, the router's cost
+            figures |= {"expert": answer.expert, "router_passes": answer.router_passes}
+        print(json.dumps(figures))
         return 0
     if settings.show_thinking and answer.thinking:
         print(f"(thinking) {answer.thinking}")

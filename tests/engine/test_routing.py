@@ -303,3 +303,14 @@ def test_a_router_with_too_short_a_context_is_refused(parts, tmp_path):
         Engine.load(folder, device="cpu")
     data = json.loads((folder / "routing.json").read_text())
     assert data["format"] == "quicksilver-routed" and data["router_steps"] == 1
+
+
+def test_ask_on_a_routed_folder_says_who_answered(routed, parts, capsys):
+    from quicksilver.ui.cli import main
+
+    folder = parts.parent / "routed"
+    assert main(["ask", "spell cat", "--model", str(folder), "--json", "--context", ""]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["expert"], data["router_passes"]) == ("letters", 1)
+    assert data["forward_passes"] == EXPERT_SAMPLER.steps + 1
+    assert data["answer"] == routed.answer("spell cat").text
