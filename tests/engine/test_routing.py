@@ -314,3 +314,15 @@ def test_ask_on_a_routed_folder_says_who_answered(routed, parts, capsys):
     assert (data["expert"], data["router_passes"]) == ("letters", 1)
     assert data["forward_passes"] == EXPERT_SAMPLER.steps + 1
     assert data["answer"] == routed.answer("spell cat").text
+
+
+def test_a_server_connection_streams_through_the_routed_scheduler(routed):
+    from quicksilver.ui.server.sharing import ScheduledEngine
+
+    with scheduler_for(routed, max_batch=2) as scheduler:
+        shared = ScheduledEngine(scheduler)
+        frames = list(shared.stream("spell cat"))
+        assert frames[-1].answer.tokens == routed.answer("spell cat").tokens
+        assert frames[-1].answer.expert == "letters"
+        assert shared.count_prompt_tokens("hello") == routed.count_prompt_tokens("hello")
+        assert shared.sampler.max_new_tokens == EXPERT_SAMPLER.max_new_tokens
