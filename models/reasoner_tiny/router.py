@@ -18,7 +18,9 @@ checkpoint from it and fine-tuned experts::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
+import random
 import shutil
 import sys
 from collections.abc import Sequence
@@ -29,7 +31,7 @@ from quicksilver.engine import Engine, ModelConfig, SamplerConfig
 from quicksilver.engine.routing import DEFAULT, RoutedEngine, Routing
 from quicksilver.engine.train import EncodedData, Example, TrainConfig, encode_examples, train
 
-from .corpus import SKILLS, held_out_set, training_items
+from .corpus import OPERATION_WORDS, SKILLS, Item, held_out_set, training_items
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +71,31 @@ def build_router(like: str | Path = HERE, seed: int = 0, **shape) -> Engine:
     )
 
 
-def routing_examples(count: int, seed: int) -> list[Example]:
+def routing_examples(count: int, seed: int, drop_words: float = 0.0) -> list[Example]:
     """The training corpus's questions (the same mix, augmentations and earlier
-    exchanges), each answered with its family's name and no reasoning."""
+    exchanges), each answered with its family's name and no reasoning; ``drop_words``:
+    the share of questions that lose a word (:func:`with_dropped_words`)."""
     items = training_items(count, seed)
+    items = with_dropped_words(items, random.Random(f"dropped words:{seed}"), drop_words)
     return [Example(item.messages(), family(item.skill)) for item in items]
+
+
+def with_dropped_words(items: list[Item], rng: random.Random, share: float) -> list[Item]:
+    """Drop one word from a ``share`` of the questions (never the word that names an
+    arithmetic operation, whose absence makes a question out of scope), so that the
+    router learns every cue of a family rather than whole training phrasings, and
+    routes phrasings it never saw."""
+    out = []
+    for item in items:
+        words = item.question.split(" ")
+        keep = [i for i, w in enumerate(words) if w.lower().strip("?.") not in OPERATION_WORDS]
+        if len(words) < 3 or rng.random() >= share:
+            out.append(item)
+            continue
+        gone = rng.choice(keep)
+        question = " ".join(w for i, w in enumerate(words) if i != gone)
+        out.append(dataclasses.replace(item, question=question))
+    return out
 
 
 def encoded(engine: Engine, examples: Sequence[Example]) -> EncodedData:
@@ -207,10 +229,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--minutes", type=float, help="stop (and save) after this long")
     parser.add_argument("--per-skill", type=int, default=50, help="held-out questions per skill")
+    parser.add_argument(
+        "--drop-words", type=float, default=0.0, help="share of questions that lose a word"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     engine = build_router(args.like, args.seed)
-    data = encoded(engine, routing_examples(args.examples, args.seed))
+    data = encoded(engine, routing_examples(args.examples, args.seed, args.drop_words))
     config = TrainConfig(
         steps=args.steps,
         batch_size=args.batch_size,

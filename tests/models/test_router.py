@@ -71,3 +71,21 @@ def test_assemble_writes_a_routed_folder_that_loads(fresh_router, tmp_path):
         router.assemble(fresh_router, experts, SHIPPED, out)
     with pytest.raises(ValueError, match="FAMILY=FOLDER"):
         router._expert_pairs(["poetry=somewhere"])
+
+
+def test_dropped_words_never_take_the_operation():
+    examples = router.routing_examples(300, seed=5)
+    dropped = router.routing_examples(300, seed=5, drop_words=1.0)
+    assert [e.answer for e in dropped] == [e.answer for e in examples]
+    changed = [
+        (a.conversation[-1]["content"], b.conversation[-1]["content"])
+        for a, b in zip(examples, dropped, strict=True)
+        if a.conversation != b.conversation
+    ]
+    assert len(changed) > 200
+    for before, after in changed:
+        assert len(after.split(" ")) == len(before.split(" ")) - 1
+    for example in dropped:
+        if example.answer == "arithmetic":
+            words = {w.lower().strip("?.") for w in example.conversation[-1]["content"].split()}
+            assert words & router.OPERATION_WORDS
