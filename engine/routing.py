@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import itertools
 import json
 import logging
 import threading
@@ -427,7 +428,7 @@ class RoutedScheduler:
             for name, expert in [*engine.experts.items(), (DEFAULT, engine.default)]
         }
         self.router_passes = 0
-        self._ids = iter(range(1 << 62))
+        self._ids = itertools.count()
         self._lock = threading.Lock()
 
     def submit(self, conversation: Conversation, *, drafts: bool = True, **options) -> Handle:
