@@ -71,6 +71,16 @@ def build_router(like: str | Path = HERE, seed: int = 0, **shape) -> Engine:
     )
 
 
+def router_from(run: str | Path) -> Engine:
+    """A router that starts from another run's weights (the general model's, say), whose
+    reading of the corpus's questions it refines into naming their family: it keeps that
+    run's tokenizer and shape and takes the router's canvas and single pass."""
+    engine = Engine.load(run, device="auto", dtype=torch.float32)
+    engine.sampler = SamplerConfig(steps=STEPS, max_new_tokens=CANVAS)
+    engine.unsure_below = None
+    return engine
+
+
 def routing_examples(count: int, seed: int, drop_words: float = 0.0) -> list[Example]:
     """The training corpus's questions (the same mix, augmentations and earlier
     exchanges), each answered with its family's name and no reasoning; ``drop_words``:
@@ -222,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="build/router", help="run folder (resumable)")
     parser.add_argument("--like", type=Path, default=HERE, help="whose tokenizer to read with")
+    parser.add_argument(
+        "--init-from", type=Path, help="start from this run's weights (e.g. models/reasoner_tiny)"
+    )
+    parser.add_argument("--warmup-steps", type=int, default=100)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=3e-3)
@@ -234,13 +248,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    engine = build_router(args.like, args.seed)
+    engine = router_from(args.init_from) if args.init_from else build_router(args.like, args.seed)
     data = encoded(engine, routing_examples(args.examples, args.seed, args.drop_words))
     config = TrainConfig(
         steps=args.steps,
         batch_size=args.batch_size,
         lr=args.lr,
-        warmup_steps=100,
+        warmup_steps=args.warmup_steps,
         seed=args.seed,
         out_dir=args.out,
         save_every=250,

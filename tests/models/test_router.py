@@ -89,3 +89,11 @@ def test_dropped_words_never_take_the_operation():
         if example.answer == "arithmetic":
             words = {w.lower().strip("?.") for w in example.conversation[-1]["content"].split()}
             assert words & router.OPERATION_WORDS
+
+
+def test_a_router_can_start_from_the_general_model():
+    engine = router.router_from(SHIPPED)
+    shipped = Engine.load(SHIPPED, device="cpu")
+    assert engine.tokenizer.fingerprint() == shipped.tokenizer.fingerprint()
+    assert (engine.sampler.steps, engine.sampler.max_new_tokens) == (1, router.CANVAS)
+    assert engine.unsure_below is None and engine.model.config == shipped.model.config
