@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,12 @@ import pytest
 from quicksilver.audio.wavfile import read_wav
 
 from benchmarks.pulse import PulseServer, running_pulse
+
+# A suite started in the background by a non-interactive shell (`nohup pytest &`) inherits
+# SIGINT ignored, and so would every program it starts: the tests that press Ctrl-C need it
+# delivered, as in a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 RATE = 16000
 
