@@ -19,8 +19,7 @@ from quicksilver.assistant.listener import FrameSource
 from quicksilver.assistant.loading import (
     StartupError,
     load_engine,
-    load_question_model,
-    load_transcriber,
+    load_transcriber_for,
     load_turn_model,
     load_voice,
 )
@@ -79,15 +78,7 @@ def build_session(
     if not (wiring.microphone or wiring.speech):
         transcriber = None
     elif transcriber is None:
-        transcriber = _step(
-            progress,
-            "whisper",
-            lambda: load_transcriber(
-                settings.whisper_model,
-                settings.threads,
-                load_question_model(settings.model) if settings.question_model else None,
-            ),
-        )
+        transcriber = _step(progress, "whisper", lambda: load_transcriber_for(settings))
     speak = None
     if kind != "none":
         voice = voice or _step(

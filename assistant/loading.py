@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import torch
-from quicksilver.assistant.config import thread_budget
+from quicksilver.assistant.config import Settings, thread_budget
 from quicksilver.audio.language_model import FILE_NAME, QuestionModel
 from quicksilver.audio.stt import Transcriber
 from quicksilver.audio.tts import Voice
@@ -75,6 +75,13 @@ def load_transcriber(
     budget = thread_budget(threads)
     return _load("whisper", f"the Whisper model {model!r}",
                  lambda: Transcriber(model, cpu_threads=budget, questions=questions))  # fmt: skip
+
+
+def load_transcriber_for(settings: Settings) -> Transcriber:
+    """Whisper as ``settings`` ask: its model and thread budget and, unless
+    ``question_model`` is off, the engine's question model to choose among hypotheses."""
+    questions = load_question_model(settings.model) if settings.question_model else None
+    return load_transcriber(settings.whisper_model, settings.threads, questions)
 
 
 def load_question_model(engine_model: str) -> QuestionModel | None:

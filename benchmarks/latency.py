@@ -34,8 +34,7 @@ from quicksilver.assistant.events import AnswerReady, Event, FinalTranscript, Tu
 from quicksilver.assistant.factory import Wiring, build_session
 from quicksilver.assistant.loading import (
     load_engine,
-    load_question_model,
-    load_transcriber,
+    load_transcriber_for,
     load_turn_model,
     load_voice,
 )
@@ -209,7 +208,7 @@ async def run(args: argparse.Namespace) -> None:
     threads = Settings().threads  # the budget a session gives each model
     models = Models(
         load_engine(args.model, "cpu", threads),
-        load_transcriber(Settings().whisper_model, threads, load_question_model(args.model)),
+        load_transcriber_for(Settings(model=args.model)),
         load_voice(Settings().voice, threads),
         load_turn_model(threads),
     )

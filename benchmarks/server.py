@@ -23,8 +23,7 @@ import time
 from quicksilver.assistant.config import Settings
 from quicksilver.assistant.loading import (
     load_engine,
-    load_question_model,
-    load_transcriber,
+    load_transcriber_for,
     load_voice,
 )
 from quicksilver.ui.server.client import text_item
@@ -85,7 +84,7 @@ async def run(args: argparse.Namespace) -> None:
     settings = Settings(steps=args.steps)
     models = Models(
         load_engine(settings.model, settings.device),
-        load_transcriber(settings.whisper_model, questions=load_question_model(settings.model)),
+        load_transcriber_for(settings),
         load_voice(settings.voice),
     )
     print(f"models ready in {time.perf_counter() - started:.1f} s")

@@ -21,8 +21,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from quicksilver.assistant.loading import (
         StartupError,
         load_engine,
-        load_question_model,
-        load_transcriber,
+        load_transcriber_for,
         load_turn_model,
         load_voice,
     )
@@ -46,11 +45,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         print("loading the models…", file=sys.stderr)
         models = Models(
             load_engine(settings.model, settings.device, settings.threads),
-            load_transcriber(
-                settings.whisper_model,
-                settings.threads,
-                load_question_model(settings.model) if settings.question_model else None,
-            ),
+            load_transcriber_for(settings),
             load_voice(settings.voice, settings.threads),
             load_turn_model(settings.threads) if settings.semantic_turns else None,
         )
