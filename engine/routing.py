@@ -55,11 +55,6 @@ FORMAT_VERSION = 1
 DEFAULT = "default"  # what a routed answer's ``expert`` says when the default answered
 
 
-def is_routed(folder: str | Path) -> bool:
-    """Whether ``folder`` is a routed checkpoint (holds ``routing.json``)."""
-    return (Path(folder) / ROUTING_FILE).is_file()
-
-
 @dataclass
 class Routing:
     """What ``routing.json`` says; paths relative to the routed folder."""
@@ -488,6 +483,5 @@ __all__ = [
     "RoutedHandle",
     "RoutedScheduler",
     "Routing",
-    "is_routed",
     "scheduler_for",
 ]

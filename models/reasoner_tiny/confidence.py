@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quicksilver.engine import Engine
+from quicksilver.engine.checkpoints import CONFIG_FILE
 
 from .evaluate import VALIDATION_SEEDS, Evaluation, evaluate
 
@@ -73,11 +74,12 @@ def choose_threshold(judged: Sequence[tuple[float, bool]]) -> float:
     values = sorted({confidence for confidence, _ in judged})
     candidates = [0.0] + [(a + b) / 2 for a, b in itertools.pairwise(values)]
     candidates.append(values[-1] + 1e-6 if values else 1.0)
-    best = max(
-        candidates,
-        key=lambda t: (Catches.of(judged, t).net, -Catches.of(judged, t).hidden, -t),
-    )
-    return round(min(best, 1.0), 3)
+
+    def merit(threshold: float) -> tuple[int, int, float]:
+        counts = Catches.of(judged, threshold)
+        return counts.net, -counts.hidden, -threshold
+
+    return round(min(max(candidates, key=merit), 1.0), 3)
 
 
 def validation_judged(
@@ -125,15 +127,13 @@ def card_section(
         "| skill | wrong answers caught | right answers hidden | said answers right |",
         "|---|---:|---:|---:|",
     ]
-    total = Catches()
     for score in held_out.scores:
         counts = Catches.of(score.judged, threshold)
-        for name in ("right", "hidden", "wrong", "caught"):
-            setattr(total, name, getattr(total, name) + getattr(counts, name))
         lines.append(
             f"| {score.skill} | {_share(counts.caught, counts.wrong)} | "
             f"{_share(counts.hidden, counts.right)} | {counts.said_right:.0%} |"
         )
+    total = Catches.of([pair for score in held_out.scores for pair in score.judged], threshold)
     lines.append(
         f"| **all** | {_share(total.caught, total.wrong)} | "
         f"{_share(total.hidden, total.right)} | {total.said_right:.0%} |"
@@ -162,7 +162,7 @@ def replace_section(card: str, section: str) -> str:
 
 def write_threshold(folder: Path, threshold: float) -> None:
     """Set ``answer.unsure_below`` in ``folder``'s config.json, nothing else."""
-    path = folder / "config.json"
+    path = folder / CONFIG_FILE
     config = json.loads(path.read_text())
     config["answer"] = {**config.get("answer", {}), "unsure_below": threshold}
     path.write_text(json.dumps(config, indent=2) + "\n")

@@ -27,11 +27,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from quicksilver.audio.language_model import FILE_NAME as QUESTIONS_FILE
 from quicksilver.engine import Engine, ModelConfig, SamplerConfig
+from quicksilver.engine.checkpoints import CONFIG_FILE
 from quicksilver.engine.routing import DEFAULT, RoutedEngine, Routing
 from quicksilver.engine.train import EncodedData, Example, TrainConfig, encode_examples, train
 
 from .corpus import OPERATION_WORDS, SKILLS, Item, held_out_set, training_items
+from .train import start_from
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +78,7 @@ def router_from(run: str | Path) -> Engine:
     """A router that starts from another run's weights (the general model's, say), whose
     reading of the corpus's questions it refines into naming their family: it keeps that
     run's tokenizer and shape and takes the router's canvas and single pass."""
-    engine = Engine.load(run, device="auto", dtype=torch.float32)
+    engine = start_from(run)
     engine.sampler = SamplerConfig(steps=STEPS, max_new_tokens=CANVAS)
     engine.unsure_below = None
     return engine
@@ -156,15 +159,15 @@ def assemble(
     training state left behind) and write its ``routing.json``; the default model's
     model of what users ask (``questions.lm.json``) goes to the top, where the assistant
     looks. The result is checked by loading it."""
-    if (out / "routing.json").exists() or (out.exists() and any(out.iterdir())):
+    if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} is not empty; pass a new folder to --out")
     parts = {"router": router, **{f"experts/{n}": p for n, p in experts.items()}}
     parts["default"] = default
     for name, source in parts.items():
-        if not (source / "config.json").is_file():
+        if not (source / CONFIG_FILE).is_file():
             raise FileNotFoundError(f"{source} is no checkpoint folder (no config.json)")
         shutil.copytree(source, out / name, ignore=shutil.ignore_patterns(*SKIPPED_FILES))
-    questions = default / "questions.lm.json"
+    questions = default / QUESTIONS_FILE
     if questions.is_file():
         shutil.copy2(questions, out / questions.name)
     routing = Routing(
