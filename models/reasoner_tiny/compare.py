@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from quicksilver.engine import Engine
+from quicksilver.engine import Engine, RoutedEngine
 
 from .blend import blend, load
 from .evaluate import TARGET, VALIDATION_SEEDS, evaluate
@@ -56,13 +56,16 @@ def measure(
 
 
 def candidates(
-    baseline: Engine, runs: dict[str, Engine], shares: Sequence[float]
-) -> dict[str, Engine]:
+    baseline: Engine, runs: dict[str, Engine | RoutedEngine], shares: Sequence[float]
+) -> dict[str, Engine | RoutedEngine]:
     """Each run, and its blends with the baseline at ``shares``, all with the baseline's
-    sampler settings."""
+    sampler settings; a routed checkpoint (``router assemble``) is measured whole, its
+    router's passes included."""
     engines = {}
     for name, run in runs.items():
         engines[name] = run
+        if shares and isinstance(run, RoutedEngine):
+            raise ValueError(f"{name} is a routed checkpoint: blend its experts, not it")
         for share in shares:
             engines[f"{share:g} × {name}"] = blend(baseline, run, share)
     for engine in engines.values():

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 from quicksilver.engine import Engine, RoutedEngine
 from quicksilver.models.reasoner_tiny import router
+from quicksilver.models.reasoner_tiny.blend import load
+from quicksilver.models.reasoner_tiny.compare import candidates, measure
 from quicksilver.models.reasoner_tiny.corpus import SKILLS
 
 SHIPPED = Path(router.__file__).parent
@@ -71,6 +74,22 @@ def test_assemble_writes_a_routed_folder_that_loads(fresh_router, tmp_path):
         router.assemble(fresh_router, experts, SHIPPED, out)
     with pytest.raises(ValueError, match="FAMILY=FOLDER"):
         router._expert_pairs(["poetry=somewhere"])
+
+
+def test_a_routed_checkpoint_is_compared_whole_with_the_baselines_sampler(fresh_router, tmp_path):
+    out = router.assemble(fresh_router, {"letters": SHIPPED}, SHIPPED, tmp_path / "routed")
+    baseline = load(SHIPPED)
+    baseline.sampler = dataclasses.replace(baseline.sampler, steps=8)
+    routed = load(out)
+    engines = candidates(baseline, {"routed": routed}, shares=[])
+    assert engines["routed"] is routed
+    assert routed.experts["letters"].sampler.steps == routed.default.sampler.steps == 8
+    assert routed.router.sampler.steps == router.STEPS  # the router keeps its one pass
+    assert measure("routed", routed, per_skill=1, seeds=[7]).accuracy.keys() == SKILLS.keys()
+    with pytest.raises(ValueError, match="routed checkpoint"):
+        candidates(baseline, {"routed": routed}, shares=[0.5])
+    with pytest.raises(ValueError, match="one canvas"):
+        routed.sampler = dataclasses.replace(baseline.sampler, max_new_tokens=64)
 
 
 def test_dropped_words_never_take_the_operation():
