@@ -269,6 +269,19 @@ class Transcriber:
             self._short = _ShortWindowDecoder(self.model, self.options, self.questions)
         return self._short
 
+    def hypotheses(self, samples: np.ndarray, count: int = 5) -> list[tuple[str, float]]:
+        """Whisper's ``count`` best readings of a short clip, best first, as (text, mean
+        token log-probability), before any rescoring or number joining: what a question
+        model (or a caller's own) chooses among. [] when the clip is too long for the
+        short window or Whisper's first reading looks wrong."""
+        audio = as_samples(samples)
+        if count < 1:
+            raise ValueError(f"count must be 1 or more, got {count}")
+        if audio.size < SAMPLE_RATE // 10 or not self._use_short_window(audio):
+            return []
+        heard = self._short_decoder().hypotheses(audio, count)
+        return heard[0] if heard is not None else []
+
     def transcribe(self, samples: np.ndarray, *, speech_checked: bool = False) -> str:
         """The transcript of a 16 kHz mono clip; "" when it holds no speech."""
         return " ".join(s.text for s in self.segments(samples, speech_checked=speech_checked))
@@ -308,31 +321,45 @@ class _ShortWindowDecoder:
         self.suppress = get_suppressed_tokens(self.tokenizer, (-1,))
 
     def decode(self, audio: np.ndarray) -> Segment | None:
+        heard = self.hypotheses(audio)
+        if heard is None:
+            return None  # Whisper's own best looks wrong: the full window decides
+        candidates, no_speech_prob = heard
+        text, avg_logprob = candidates[0]
+        if text:  # (nothing heard stays nothing heard)
+            text, avg_logprob = max(candidates, key=self._rescored)
+        return Segment(0.0, audio.size / SAMPLE_RATE, text, no_speech_prob, avg_logprob)
+
+    def hypotheses(
+        self, audio: np.ndarray, count: int | None = None
+    ) -> tuple[list[tuple[str, float]], float] | None:
+        """The beam's best ``count`` hypotheses that pass the checks, Whisper's first
+        first, as (text, mean token log-probability), and the no-speech probability;
+        None when Whisper's first looks wrong. ``count``: as many as the rescoring
+        reads (one without a question model)."""
         from faster_whisper.audio import pad_or_trim
 
+        if count is None:
+            count = min(self.options.hypotheses, self.options.beam_size) if self.questions else 1
         features = self.model.feature_extractor(audio)[:, :-1]
         duration = audio.size / SAMPLE_RATE
         window = int(max(_SHORT_MIN_WINDOW_S, duration + _SHORT_MARGIN_S) * _FRAMES_PER_S)
         encoded = self.model.encode(pad_or_trim(features, min(window, 3000)))
         cap = int(duration * _TOKENS_PER_S) + 10
-        hypotheses = min(self.options.hypotheses, self.options.beam_size) if self.questions else 1
         result = self.model.model.generate(
-            encoded, [self.prompt], beam_size=self.options.beam_size,
-            num_hypotheses=hypotheses,
+            encoded, [self.prompt], beam_size=max(self.options.beam_size, count),
+            num_hypotheses=count,
             max_length=len(self.prompt) + 2 * cap,  # the prompt counts; past cap is a loop
             return_scores=True, return_no_speech_prob=True, suppress_blank=True,
             suppress_tokens=self.suppress,
         )[0]  # fmt: skip
-        candidates = [
+        checked = [
             self._checked(ids, score, cap)
             for ids, score in zip(result.sequences_ids, result.scores, strict=True)
         ]
-        if candidates[0] is None:
-            return None  # Whisper's own best looks wrong: the full window decides
-        if candidates[0][0]:  # (nothing heard stays nothing heard)
-            candidates[0] = max((c for c in candidates if c is not None), key=self._rescored)
-        text, avg_logprob = candidates[0]
-        return Segment(0.0, duration, text, result.no_speech_prob, avg_logprob)
+        if checked[0] is None:
+            return None
+        return [c for c in checked if c is not None], result.no_speech_prob
 
     def _checked(self, generated: list[int], score: float, cap: int) -> tuple[str, float] | None:
         """A hypothesis's text and mean log-probability, or None if it looks wrong."""
@@ -354,8 +381,10 @@ class _ShortWindowDecoder:
 
     def _rescored(self, candidate: tuple[str, float]) -> float:
         text, avg_logprob = candidate
-        if self.questions is None or not text:
-            return avg_logprob if self.questions is None else -math.inf
+        if self.questions is None:
+            return avg_logprob
+        if not text:
+            return -math.inf
         return avg_logprob + self.options.question_weight * self.questions.score(text)
 
 

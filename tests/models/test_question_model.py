@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from quicksilver.assistant.loading import load_question_model
 from quicksilver.audio.language_model import FILE_NAME, QuestionModel
 from quicksilver.models import reasoner_tiny_folder
@@ -38,6 +39,7 @@ def test_whisper_hears_the_question_it_was_asked(espeak):
     """Real Whisper on espeak's robotic "nine", which tiny.en ranks below "I": the question
     model picks the hypothesis that is a question of the domain."""
     from quicksilver.audio.stt import Transcriber
+    from quicksilver.audio.textnorm import spoken_numbers_to_digits
 
     rescoring = Transcriber(cpu_threads=1, questions=load_question_model("bundled"))
     plain = Transcriber(cpu_threads=1)
@@ -47,8 +49,15 @@ def test_whisper_hears_the_question_it_was_asked(espeak):
         audio = np.concatenate([silence(0.3), espeak(question), silence(0.15)])
         heard[question] = rescoring.transcribe(audio), plain.transcribe(audio)
         assert digits_in(heard[question][0]) == numbers, heard
+        # what the rescoring chose among: Whisper's own readings, its first first
+        readings = plain.hypotheses(audio, count=5)
+        assert 1 < len(readings) <= 5
+        assert spoken_numbers_to_digits(readings[0][0]) == heard[question][1]
+        assert any(digits_in(text) == numbers for text, _ in readings), readings
     # without it, Whisper's first choice misses a number
     assert any(digits_in(heard[q][1]) != numbers for q, numbers in asked.items()), heard
+    with pytest.raises(ValueError, match="count"):
+        plain.hypotheses(audio, count=0)
 
 
 def test_a_session_loads_the_engines_question_model():
