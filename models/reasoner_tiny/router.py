@@ -23,6 +23,7 @@ import logging
 import random
 import shutil
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -124,26 +125,38 @@ def encoded(engine: Engine, examples: Sequence[Example]) -> EncodedData:
 
 def accuracy(
     router: Engine, seeds: Sequence[int] = EVALUATION_SEEDS, per_skill: int = 50
-) -> dict[str, tuple[int, int]]:
-    """(right, asked) per family on the held-out questions of ``seeds``, each asked as a
-    first turn and as a follow-up."""
-    counts: dict[str, list[int]] = {name: [0, 0] for name in [*FAMILIES, DEFAULT]}
+) -> dict[str, Counter[str]]:
+    """Where the held-out questions of ``seeds`` go, each asked as a first turn and as a
+    follow-up: for each family, how many the router sent to each name (any other text it
+    writes counts as ``"default"``, as :class:`RoutedEngine` reads it)."""
+    names = [*FAMILIES, DEFAULT]
+    routes: dict[str, Counter[str]] = {name: Counter() for name in names}
     for seed in seeds:
         for follow_up in (False, True):
             for skill, items in held_out_set(per_skill, seed, follow_up=follow_up).items():
-                wanted = family(skill)
                 answers = router.answer_batch([item.messages() for item in items], steps=STEPS)
-                counts[wanted][0] += sum(a.text.strip() == wanted for a in answers)
-                counts[wanted][1] += len(answers)
-    return {name: (right, asked) for name, (right, asked) in counts.items()}
+                for answer in answers:
+                    name = answer.text.strip()
+                    routes[family(skill)][name if name in names else DEFAULT] += 1
+    return routes
 
 
-def report(counts: dict[str, tuple[int, int]]) -> str:
-    lines = [f"{'family':<12} {'right':>7} {'asked':>6}  accuracy"]
-    for name, (right, asked) in counts.items():
-        lines.append(f"{name:<12} {right:>7} {asked:>6}  {right / asked:.1%}")
-    right, asked = (sum(c[i] for c in counts.values()) for i in (0, 1))
-    lines.append(f"{'all':<12} {right:>7} {asked:>6}  {right / asked:.1%}")
+def report(routes: dict[str, Counter[str]]) -> str:
+    """Per family: right, asked, accuracy, and where the misses went (a miss to the
+    default model costs nothing against the general model; one to another expert does)."""
+    lines = [f"{'family':<12} {'right':>7} {'asked':>6}  accuracy  misses went to"]
+    for name, sent in routes.items():
+        right, asked = sent[name], sum(sent.values())
+        misses = ", ".join(f"{other} {n}" for other, n in sent.most_common() if other != name)
+        lines.append(f"{name:<12} {right:>7} {asked:>6}  {right / asked:>8.1%}  {misses}")
+    right = sum(sent[name] for name, sent in routes.items())
+    asked = sum(sum(sent.values()) for sent in routes.values())
+    wrong_expert = sum(
+        n for name, sent in routes.items() for other, n in sent.items()
+        if other not in (name, DEFAULT)
+    )  # fmt: skip
+    lines.append(f"{'all':<12} {right:>7} {asked:>6}  {right / asked:>8.1%}")
+    lines.append(f"sent to the wrong expert: {wrong_expert} ({wrong_expert / asked:.1%})")
     return "\n".join(lines)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,21 @@ def test_a_routed_checkpoint_is_compared_whole_with_the_baselines_sampler(fresh_
         candidates(baseline, {"routed": routed}, shares=[0.5])
     with pytest.raises(ValueError, match="one canvas"):
         routed.sampler = dataclasses.replace(baseline.sampler, max_new_tokens=64)
+
+
+def test_the_report_says_where_the_misses_went(fresh_router):
+    routes = router.accuracy(Engine.load(fresh_router, device="cpu"), seeds=[7], per_skill=1)
+    assert set(routes) == {*router.FAMILIES, "default"}
+    assert sum(routes["letters"].values()) == 2 * 4  # four skills, first turn and follow-up
+    assert set().union(*routes.values()) <= {*router.FAMILIES, "default"}
+    made_up = {
+        "letters": Counter(letters=8, default=1, calendar=1),
+        "default": Counter(default=4, numbers=1),
+    }
+    lines = router.report(made_up).splitlines()
+    assert lines[1].split()[:3] == ["letters", "8", "10"] and "default 1, calendar 1" in lines[1]
+    assert lines[-2].split()[:3] == ["all", "12", "15"]
+    assert lines[-1] == "sent to the wrong expert: 2 (13.3%)"  # calendar and numbers
 
 
 def test_dropped_words_never_take_the_operation():
