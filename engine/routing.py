@@ -6,11 +6,14 @@ folder per model it names (paths relative to the folder)::
     {"format": "quicksilver-routed", "format_version": 1,
      "router": "router", "router_steps": 1,
      "experts": {"letters": "letters", "arithmetic": "arithmetic"},
-     "default": "general", "unsure_below": null}
+     "default": "general", "route_above": 0.8, "unsure_below": null}
 
 The router is an ordinary diffusion checkpoint whose spoken answer is an expert's name,
 denoised in ``router_steps`` passes on its own short canvas. An answer naming no expert
-(an empty one, "default", anything else) goes to the default model. Every answer then
+(an empty one, "default", anything else) goes to the default model, and so does one the
+router is less sure of than ``route_above`` (its :attr:`~engine.api.Answer.confidence`):
+a doubtful route costs nothing against the general model, while a wrong expert, trained
+on one family alone, answers a question of another badly. Every answer then
 costs the router's passes plus the expert's, and :class:`~engine.api.Answer` says so:
 ``forward_passes`` and ``latency_s`` include the router's, ``router_passes`` counts them
 and ``expert`` names the model that answered.
@@ -35,7 +38,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -51,7 +54,7 @@ from .tokenizer import Conversation
 log = logging.getLogger(__name__)
 
 FORMAT = "quicksilver-routed"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: route_above
 DEFAULT = "default"  # what a routed answer's ``expert`` says when the default answered
 
 
@@ -63,6 +66,7 @@ class Routing:
     experts: dict[str, str]
     default: str
     router_steps: int = 1
+    route_above: float | None = None  # the router's confidence an expert needs; None: any
     unsure_below: float | None = None
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
@@ -83,6 +87,12 @@ class Routing:
         if not isinstance(self.router_steps, int) or self.router_steps < 1:
             raise ValueError(f"router_steps must be a whole number ≥ 1, got {self.router_steps!r}")
         AnswerSettings(self.unsure_below)  # checks the range
+        if self.route_above is not None and not (
+            isinstance(self.route_above, int | float) and 0.0 <= self.route_above <= 1.0
+        ):
+            raise ValueError(
+                f"route_above is a confidence in [0, 1] or null, not {self.route_above!r}"
+            )
 
     @classmethod
     def read(cls, folder: Path) -> Routing:
@@ -114,7 +124,8 @@ class Routing:
         path = Path(folder) / ROUTING_FILE
         data = dataclasses.asdict(self)
         order = ["format", "format_version", "router", "router_steps", "experts", "default"]
-        ordered = {key: data[key] for key in order} | {"unsure_below": self.unsure_below}
+        ordered = {key: data[key] for key in order}
+        ordered |= {"route_above": self.route_above, "unsure_below": self.unsure_below}
         path.write_text(json.dumps(ordered, indent=2) + "\n")
         return path
 
@@ -136,11 +147,13 @@ class RoutedEngine:
         default: Engine,
         router_steps: int = 1,
         unsure_below: float | None = None,
+        route_above: float | None = None,
     ) -> None:
         self.router = router
         self.experts = dict(experts)
         self.default = default
         self.router_steps = router_steps
+        self.route_above = route_above
         self.unsure_below = AnswerSettings(unsure_below).unsure_below
         self._router_lock = threading.Lock()  # one router pass at a time
         check_compatible(router, self.experts, default)
@@ -173,7 +186,10 @@ class RoutedEngine:
         experts = {name: part(f"expert {name!r}", path) for name, path in routing.experts.items()}
         default = part("default model", routing.default)
         log.info("routed checkpoint %s: experts %s", folder, ", ".join(experts) or "none")
-        return cls(router, experts, default, routing.router_steps, routing.unsure_below)
+        return cls(
+            router, experts, default, routing.router_steps, routing.unsure_below,
+            routing.route_above,
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ as an engine
 
@@ -227,19 +243,14 @@ class RoutedEngine:
         from one batched router call."""
         with self._router_lock:
             answers = self.router.answer_batch(conversations, steps=self.router_steps)
-        return [(self._name(answer.text), answer) for answer in answers]
+        return [(self._name(answer), answer) for answer in answers]
 
     def engine_for(self, name: str) -> Engine:
         """The model a routed name stands for."""
         return self.experts.get(name, self.default)
 
-    def _name(self, text: str) -> str:
-        name = text.strip()
-        if name in self.experts:
-            return name
-        if name != DEFAULT:
-            log.debug("the router answered %r, no expert's name: the default model answers", text)
-        return DEFAULT
+    def _name(self, routed: Answer) -> str:
+        return routed_name(routed, self.experts, self.route_above)
 
     # ------------------------------------------------------------------ answering
 
@@ -290,6 +301,21 @@ class RoutedEngine:
                 [conversations[i] for i in indices], drafts=drafts, **options
             )
             yield from _routed_frames(frames, routes, started, dict(enumerate(indices)))
+
+
+def routed_name(routed: Answer, experts: Collection[str], route_above: float | None) -> str:
+    """Which model answers, given the router's answer: the expert it names if there is
+    one and the router is sure enough (``route_above``), else ``"default"``."""
+    name = routed.text.strip()
+    if name in experts:
+        if route_above is None or routed.confidence >= route_above:
+            return name
+        log.debug("the router named %r, sure to %.2f only: the default model answers",
+                  name, routed.confidence)  # fmt: skip
+    elif name != DEFAULT:
+        log.debug("the router answered %r, no expert's name: the default model answers",
+                  routed.text)  # fmt: skip
+    return DEFAULT
 
 
 def _routed_frames(

@@ -10,9 +10,15 @@ Train it (resumable), measure it on the held-out questions, and assemble a route
 checkpoint from it and fine-tuned experts::
 
     python -m quicksilver.models.reasoner_tiny.router --out build/router --minutes 5
-    python -m quicksilver.models.reasoner_tiny.router evaluate build/router
+    python -m quicksilver.models.reasoner_tiny.router evaluate build/router \\
+        --experts letters,numbers --route-above 0.5 0.8 0.9
     python -m quicksilver.models.reasoner_tiny.router assemble --router build/router \\
-        --expert letters=build/tune-letters --default models/reasoner_tiny --out build/routed
+        --expert letters=build/letters --default models/reasoner_tiny --route-above 0.8 \\
+        --out build/routed
+
+A route the router is unsure of (below ``route_above``) goes to the default model, so the
+threshold trades an expert's reach in its family against questions of other families
+(chat, refusals) sent to an expert that never practised them.
 """
 
 from __future__ import annotations
@@ -24,14 +30,14 @@ import random
 import shutil
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import torch
 from quicksilver.audio.language_model import FILE_NAME as QUESTIONS_FILE
-from quicksilver.engine import Engine, ModelConfig, SamplerConfig
+from quicksilver.engine import Answer, Engine, ModelConfig, SamplerConfig
 from quicksilver.engine.checkpoints import CONFIG_FILE
-from quicksilver.engine.routing import DEFAULT, RoutedEngine, Routing
+from quicksilver.engine.routing import DEFAULT, RoutedEngine, Routing, routed_name
 from quicksilver.engine.train import EncodedData, Example, TrainConfig, encode_examples, train
 
 from .corpus import OPERATION_WORDS, SKILLS, Item, held_out_set, training_items
@@ -123,37 +129,50 @@ def encoded(engine: Engine, examples: Sequence[Example]) -> EncodedData:
     )
 
 
-def accuracy(
+def routes(
     router: Engine, seeds: Sequence[int] = EVALUATION_SEEDS, per_skill: int = 50
-) -> dict[str, Counter[str]]:
-    """Where the held-out questions of ``seeds`` go, each asked as a first turn and as a
-    follow-up: for each family, how many the router sent to each name (any other text it
-    writes counts as ``"default"``, as :class:`RoutedEngine` reads it)."""
-    names = [*FAMILIES, DEFAULT]
-    routes: dict[str, Counter[str]] = {name: Counter() for name in names}
+) -> list[tuple[str, Answer]]:
+    """The router's answers to the held-out questions of ``seeds``, each asked as a first
+    turn and as a follow-up, with the family each question belongs to."""
+    out = []
     for seed in seeds:
         for follow_up in (False, True):
             for skill, items in held_out_set(per_skill, seed, follow_up=follow_up).items():
                 answers = router.answer_batch([item.messages() for item in items], steps=STEPS)
-                for answer in answers:
-                    name = answer.text.strip()
-                    routes[family(skill)][name if name in names else DEFAULT] += 1
-    return routes
+                out += [(family(skill), answer) for answer in answers]
+    return out
 
 
-def report(routes: dict[str, Counter[str]]) -> str:
+def tally(
+    routed: Sequence[tuple[str, Answer]],
+    experts: Collection[str] = tuple(FAMILIES),
+    route_above: float | None = None,
+) -> dict[str, Counter[str]]:
+    """For each family, how many of its questions go to each model, read as a routed
+    checkpoint with ``experts`` and ``route_above`` reads its router (``routed_name``)."""
+    counts: dict[str, Counter[str]] = {name: Counter() for name in [*FAMILIES, DEFAULT]}
+    for wanted, answer in routed:
+        counts[wanted][routed_name(answer, experts, route_above)] += 1
+    return counts
+
+
+def report(routes: dict[str, Counter[str]], experts: Collection[str] = tuple(FAMILIES)) -> str:
     """Per family: right, asked, accuracy, and where the misses went (a miss to the
-    default model costs nothing against the general model; one to another expert does)."""
+    default model costs nothing against the general model; one to another expert does).
+    A family without an expert is right when its questions go to the default model."""
     lines = [f"{'family':<12} {'right':>7} {'asked':>6}  accuracy  misses went to"]
+    goes_to = {name: name if name in experts else DEFAULT for name in routes}
     for name, sent in routes.items():
-        right, asked = sent[name], sum(sent.values())
-        misses = ", ".join(f"{other} {n}" for other, n in sent.most_common() if other != name)
+        right, asked = sent[goes_to[name]], sum(sent.values())
+        misses = ", ".join(
+            f"{other} {n}" for other, n in sent.most_common() if other != goes_to[name]
+        )
         lines.append(f"{name:<12} {right:>7} {asked:>6}  {right / asked:>8.1%}  {misses}")
-    right = sum(sent[name] for name, sent in routes.items())
+    right = sum(sent[goes_to[name]] for name, sent in routes.items())
     asked = sum(sum(sent.values()) for sent in routes.values())
     wrong_expert = sum(
         n for name, sent in routes.items() for other, n in sent.items()
-        if other not in (name, DEFAULT)
+        if other not in (goes_to[name], DEFAULT)
     )  # fmt: skip
     lines.append(f"{'all':<12} {right:>7} {asked:>6}  {right / asked:>8.1%}")
     lines.append(f"sent to the wrong expert: {wrong_expert} ({wrong_expert / asked:.1%})")
@@ -167,6 +186,7 @@ def assemble(
     out: Path,
     router_steps: int = STEPS,
     unsure_below: float | None = None,
+    route_above: float | None = None,
 ) -> Path:
     """Copy the router, the experts and the default model into ``out`` (their resumable
     training state left behind) and write its ``routing.json``; the default model's
@@ -188,6 +208,7 @@ def assemble(
         experts={name: f"experts/{name}" for name in experts},
         default="default",
         router_steps=router_steps,
+        route_above=route_above,
         unsure_below=unsure_below,
     )
     routing.write(out)
@@ -217,6 +238,9 @@ def main_assemble(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--router-steps", type=int, default=STEPS)
     parser.add_argument(
+        "--route-above", type=float, help="the router's confidence an expert needs (evaluate)"
+    )
+    parser.add_argument(
         "--unsure-below", type=float, help="the routed system's threshold, measured on it"
     )
     args = parser.parse_args(argv)
@@ -224,7 +248,10 @@ def main_assemble(argv: list[str]) -> int:
         experts = _expert_pairs(args.expert)
     except ValueError as error:
         parser.error(str(error))
-    assemble(args.router, experts, args.default, args.out, args.router_steps, args.unsure_below)
+    assemble(
+        args.router, experts, args.default, args.out, args.router_steps, args.unsure_below,
+        args.route_above,
+    )  # fmt: skip
     print(f"{args.out}: routed checkpoint; load it with Engine.load({str(args.out)!r})")
     return 0
 
@@ -233,9 +260,26 @@ def main_evaluate(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="router evaluate", description="Measure a router.")
     parser.add_argument("run", type=Path)
     parser.add_argument("--per-skill", type=int, default=50)
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=list(EVALUATION_SEEDS), help="held-out draws"
+    )
+    parser.add_argument(
+        "--experts", default=",".join(FAMILIES), help="the families that will have an expert"
+    )
+    parser.add_argument(
+        "--route-above", type=float, nargs="*", default=[], metavar="P",
+        help="also read the router as a routed checkpoint with each of these route_above",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    experts = [name for name in args.experts.split(",") if name]
+    unknown = set(experts) - set(FAMILIES)
+    if unknown:
+        parser.error(f"no families {sorted(unknown)}; the families are {list(FAMILIES)}")
     router = Engine.load(args.run, device="auto")
-    print(report(accuracy(router, per_skill=args.per_skill)))
+    answers = routes(router, args.seeds, args.per_skill)
+    for route_above in [None, *args.route_above]:
+        print(f"\nexperts {', '.join(experts) or 'none'}; route_above {route_above}")
+        print(report(tally(answers, experts, route_above), experts))
     return 0
 
 
@@ -281,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     result = train(engine, data, config)
     print(f"step {result.steps}/{args.steps}")
     router = Engine.load(args.out, device="auto", dtype=torch.float32)
-    print(report(accuracy(router, per_skill=args.per_skill)))
+    print(report(tally(routes(router, per_skill=args.per_skill))))
     return 0
 
 

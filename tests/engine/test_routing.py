@@ -165,6 +165,26 @@ def test_unsure_below_is_the_routed_systems_own(parts, routed, tmp_path):
     assert engine.unsure_below == 0.5
 
 
+def test_a_route_the_router_is_unsure_of_goes_to_the_default(parts, routed, tmp_path):
+    sure = {q: routed.router.answer(q, steps=1).confidence for q in ROUTES}
+    question = "spell cat"
+    above = Engine.load(
+        routed_folder(parts, tmp_path / "a", route_above=sure[question] / 2), device="cpu"
+    )
+    assert above.route(question) == "letters"
+    doubtful = Engine.load(
+        routed_folder(parts, tmp_path / "d", route_above=min(1.0, sure[question] * 1.001)),
+        device="cpu",
+    )
+    if sure[question] < 1.0:  # (a router sure to the last bit cannot be doubted)
+        assert doubtful.route(question) == "default"
+        answer = doubtful.answer(question)
+        assert (answer.expert, answer.router_passes) == ("default", 1)  # the router still ran
+        assert answer.tokens == routed.default.answer(question).tokens
+    written = json.loads((tmp_path / "a" / "routing.json").read_text())
+    assert written["route_above"] == sure[question] / 2 and written["format_version"] == 2
+
+
 def test_the_scheduler_routes_each_conversation(routed):
     questions = list(ROUTES) * 2
     alone = [routed.answer(q) for q in questions]
@@ -242,6 +262,11 @@ def test_a_plain_folder_loads_as_before(parts):
             '{"format": "quicksilver-routed", "router": "r", "experts": {}, "default": "d",'
             ' "unsure_below": 2}',
             "unsure_below must lie",
+        ),
+        (
+            '{"format": "quicksilver-routed", "router": "r", "experts": {}, "default": "d",'
+            ' "route_above": 1.5}',
+            "route_above is a confidence",
         ),
     ],
 )

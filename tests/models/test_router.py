@@ -94,10 +94,14 @@ def test_a_routed_checkpoint_is_compared_whole_with_the_baselines_sampler(fresh_
 
 
 def test_the_report_says_where_the_misses_went(fresh_router):
-    routes = router.accuracy(Engine.load(fresh_router, device="cpu"), seeds=[7], per_skill=1)
+    answers = router.routes(Engine.load(fresh_router, device="cpu"), seeds=[7], per_skill=1)
+    routes = router.tally(answers)
     assert set(routes) == {*router.FAMILIES, "default"}
     assert sum(routes["letters"].values()) == 2 * 4  # four skills, first turn and follow-up
     assert set().union(*routes.values()) <= {*router.FAMILIES, "default"}
+    # with no experts, or a router that must be surer than sure, all go to the default
+    for counts in (router.tally(answers, experts=[]), router.tally(answers, route_above=1.01)):
+        assert all(set(sent) == {"default"} for sent in counts.values())
     made_up = {
         "letters": Counter(letters=8, default=1, calendar=1),
         "default": Counter(default=4, numbers=1),
@@ -106,6 +110,10 @@ def test_the_report_says_where_the_misses_went(fresh_router):
     assert lines[1].split()[:3] == ["letters", "8", "10"] and "default 1, calendar 1" in lines[1]
     assert lines[-2].split()[:3] == ["all", "12", "15"]
     assert lines[-1] == "sent to the wrong expert: 2 (13.3%)"  # calendar and numbers
+    # without a calendar expert, the calendar question sent to the default is right
+    lines = router.report(made_up, experts=["letters", "numbers"]).splitlines()
+    assert lines[1].split()[:3] == ["letters", "8", "10"] and "calendar 1" in lines[1]
+    assert lines[-1] == "sent to the wrong expert: 2 (13.3%)"
 
 
 def test_dropped_words_never_take_the_operation():
