@@ -4,8 +4,9 @@ Speech-to-text writes the same question many ways: "What's seventeen times three
 "what is 17 x 3", "um, 17 times three". A small model learns far more from one form,
 so reasoner-tiny's prompt preparation (``prompt.py``) gives it user text lower-cased,
 without fillers or stray punctuation, with number words as digits ("three hundred and
-five" → 305, "nine point one one" → 9.11, "21st" → 21) and arithmetic symbols as words.
-Training data goes through the same function, so both sides agree.
+five" → 305, "nine point one one" → 9.11, "21st" → 21), arithmetic symbols as words, and
+without a label that only names the operand after it ("spell the word kitten" → "spell
+kitten"). Training data goes through the same function, so both sides agree.
 """
 
 from __future__ import annotations
@@ -24,6 +25,14 @@ PRONOUN_ONE_AFTER = {
 }  # fmt: skip
 FILLERS = {"um", "umm", "uh", "uhh", "uhm", "er", "erm", "hmm", "mm", "ah"}
 CONTRACTIONS = {"what's": "what is", "how's": "how is", "it's": "it is", "that's": "that is"}
+# A noun that only names the operand after it: "spell the word kitten" asks to spell
+# "kitten", as "spell kitten" does. Kept when what follows is no operand ("the word for
+# dog", "what does the word mean").
+LABELS = {"word"}
+NOT_AN_OPERAND = {
+    "for", "of", "that", "which", "is", "are", "was", "means", "mean", "in", "on", "to",
+    "and", "or", "with", "from", "by", "about", "it", "you", "i", "me", "a", "an", "the",
+}  # fmt: skip
 SYMBOLS = {
     "+": " plus ",
     "×": " times ",
@@ -47,7 +56,21 @@ def normalise_spoken(text: str) -> str:
     text = re.sub(r"(?<=[a-z])-(?=[a-z])", " ", text)  # twenty-one → twenty one
     words = " ".join(CONTRACTIONS.get(w, w) for w in text.split()).split()
     words = [w.strip("'-") for w in words if w.strip("'-") not in FILLERS]
-    return " ".join(_numbers_to_digits(words))
+    return " ".join(_without_labels(_numbers_to_digits(words)))
+
+
+def _without_labels(words: list[str]) -> list[str]:
+    """``words`` without a label before its operand, and the article before the label
+    ("how many r's are in the word cherry" → "how many r's are in cherry")."""
+    out: list[str] = []
+    for i, word in enumerate(words):
+        following = words[i + 1] if i + 1 < len(words) else ""
+        if word in LABELS and following and following not in NOT_AN_OPERAND:
+            if out and out[-1] in ("the", "a"):
+                out.pop()
+            continue
+        out.append(word)
+    return out
 
 
 def _numbers_to_digits(words: list[str]) -> list[str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from quicksilver.audio.textnorm import int_to_words
 from quicksilver.engine import ChatTemplate, Tokenizer
-from quicksilver.models.reasoner_tiny.corpus import number_words
-from quicksilver.models.reasoner_tiny.normalise import normalise_spoken
+from quicksilver.models.reasoner_tiny.corpus import number_words, training_items
+from quicksilver.models.reasoner_tiny.normalise import LABELS, normalise_spoken
 
 
 @pytest.mark.parametrize(
@@ -33,12 +33,26 @@ from quicksilver.models.reasoner_tiny.normalise import normalise_spoken
         ("the other one", "the other one"),
         ("one of them", "1 of them"),
         ("is one bigger than the one hundred", "is 1 bigger than the 100"),
+        ("Spell the word summer?", "spell summer"),
+        ("um spell the word gentle backwards.", "spell gentle backwards"),
+        ("How many r's are in the word strawberry?", "how many r's are in strawberry"),
+        ("What's the first letter of the word kitten", "what is the first letter of kitten"),
+        ("what is the word for dog", "what is the word for dog"),  # no operand follows
+        ("what does the word mean", "what does the word mean"),
+        ("how do you spell word", "how do you spell word"),  # the operand itself
         ("Hello there!", "hello there"),
         ("   ", ""),
     ],
 )
 def test_transcripts_become_canonical(heard, canonical):
     assert normalise_spoken(heard) == canonical
+
+
+def test_no_training_question_carries_a_label_so_the_shipped_build_reads_them_as_before():
+    """Dropping "the word" before an operand is new to the preparation the shipped build
+    was trained with; it changes nothing that build was trained on."""
+    for item in training_items(20_000, seed=5):
+        assert not LABELS & set(item.question.lower().replace("?", " ").split()), item
 
 
 def test_every_number_said_either_way_reads_back_as_its_digits():
