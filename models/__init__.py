@@ -10,7 +10,12 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 
-SHIPPED = {"reasoner-tiny": HERE / "reasoner_tiny"}
+SHIPPED = {
+    "reasoner-tiny": HERE / "reasoner_tiny",
+    # reasoner-tiny with a numbers expert (comparison, ordering, conversion) and a router
+    # in front: a routed checkpoint whose default model is reasoner-tiny itself
+    "reasoner-tiny-routed": HERE / "reasoner_tiny" / "routed",
+}
 BUNDLED = "reasoner-tiny"
 
 # Open diffusion language models for users with a GPU (Hugging Face ids), registered by
@@ -23,7 +28,7 @@ def path(name: str) -> Path:
     if name not in SHIPPED:
         raise FileNotFoundError(f"no shipped model named {name!r}; shipped: {sorted(SHIPPED)}")
     folder = SHIPPED[name]
-    if not (folder / "model.safetensors").is_file():
+    if not any((folder / f).is_file() for f in ("model.safetensors", "routing.json")):
         raise FileNotFoundError(
             f"the model {name!r} is not built in this installation ({folder} has no weights); "
             "train it with `python -m quicksilver.models.reasoner_tiny.train`, ship it with "
@@ -40,6 +45,10 @@ def bundled() -> Path:
 
 def reasoner_tiny_folder() -> Path:
     return path("reasoner-tiny")
+
+
+def reasoner_tiny_routed_folder() -> Path:
+    return path("reasoner-tiny-routed")
 
 
 def llada_8b_instruct() -> Path:

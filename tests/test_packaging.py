@@ -46,6 +46,9 @@ def test_a_plain_install_is_one_import_root_carrying_the_model(tmp_path):
         assert f"quicksilver/{package}/__init__.py" in names
     for file in ("config.json", "model.safetensors", "tokenizer.json", "MODEL_CARD.md"):
         assert f"quicksilver/models/reasoner_tiny/{file}" in names
+    routed = "quicksilver/models/reasoner_tiny/routed"
+    for file in ("routing.json", "router/model.safetensors", "experts/numbers/config.json"):
+        assert f"{routed}/{file}" in names  # the routed build, beside the general model
     assert "quicksilver/ui/app/app.tcss" in names  # the terminal app's stylesheet
     for file in ("index.html", "app.js", "capture.js", "style.css"):  # the browser page
         assert f"quicksilver/ui/server/static/{file}" in names
@@ -60,6 +63,7 @@ def test_a_plain_install_is_one_import_root_carrying_the_model(tmp_path):
         "engine = Engine.load('bundled'); "  # by name: the checkpoint's entry point
         "print(engine.date_context(datetime.date(2026, 12, 2))); "  # the preparation's
         "print(engine.answer('what is 17 times 3').text); "
+        "print(Engine.load('reasoner-tiny-routed').answer('sort 9, 2 and 5').expert); "
         "print(Engine.__module__, importlib.util.find_spec('quicksilver.engine').origin); "
         "print([m for m in ('engine', 'audio', 'assistant', 'ui', 'models') "
         "if importlib.util.find_spec(m)])"
@@ -70,7 +74,8 @@ def test_a_plain_install_is_one_import_root_carrying_the_model(tmp_path):
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert loaded.returncode == 0, loaded.stderr
-    date, answer, where, bare = loaded.stdout.splitlines()
+    date, answer, expert, where, bare = loaded.stdout.splitlines()
     assert date == "Today is Wednesday, December 2, 2026."
     assert answer == "17 times 3 is 51."
+    assert expert == "numbers"  # the routed build loads, its expert from the wheel
     assert where.split()[1].startswith(str(target)) and bare == "[]"

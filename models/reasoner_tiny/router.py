@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import random
 import shutil
 import sys
@@ -187,15 +188,19 @@ def assemble(
     router_steps: int = STEPS,
     unsure_below: float | None = None,
     route_above: float | None = None,
+    link_default: bool = False,
 ) -> Path:
     """Copy the router, the experts and the default model into ``out`` (their resumable
     training state left behind) and write its ``routing.json``; the default model's
     model of what users ask (``questions.lm.json``) goes to the top, where the assistant
-    looks. The result is checked by loading it."""
+    looks. ``link_default``: name the default model by its path relative to ``out``
+    instead of copying it (a routed build shipped inside the general model's folder).
+    The result is checked by loading it."""
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} is not empty; pass a new folder to --out")
     parts = {"router": router, **{f"experts/{n}": p for n, p in experts.items()}}
-    parts["default"] = default
+    if not link_default:
+        parts["default"] = default
     for name, source in parts.items():
         if not (source / CONFIG_FILE).is_file():
             raise FileNotFoundError(f"{source} is no checkpoint folder (no config.json)")
@@ -206,7 +211,7 @@ def assemble(
     routing = Routing(
         router="router",
         experts={name: f"experts/{name}" for name in experts},
-        default="default",
+        default=os.path.relpath(default, out) if link_default else "default",
         router_steps=router_steps,
         route_above=route_above,
         unsure_below=unsure_below,
@@ -241,6 +246,10 @@ def main_assemble(argv: list[str]) -> int:
         "--route-above", type=float, help="the router's confidence an expert needs (evaluate)"
     )
     parser.add_argument(
+        "--link-default", action="store_true",
+        help="name the default model by its path relative to --out rather than copying it",
+    )  # fmt: skip
+    parser.add_argument(
         "--unsure-below", type=float, help="the routed system's threshold, measured on it"
     )
     args = parser.parse_args(argv)
@@ -250,7 +259,7 @@ def main_assemble(argv: list[str]) -> int:
         parser.error(str(error))
     assemble(
         args.router, experts, args.default, args.out, args.router_steps, args.unsure_below,
-        args.route_above,
+        args.route_above, args.link_default,
     )  # fmt: skip
     print(f"{args.out}: routed checkpoint; load it with Engine.load({str(args.out)!r})")
     return 0

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 from quicksilver.engine import Engine, RoutedEngine
 from quicksilver.models.reasoner_tiny import router
 from quicksilver.models.reasoner_tiny.blend import load
@@ -114,6 +115,27 @@ def test_the_report_says_where_the_misses_went(fresh_router):
     lines = router.report(made_up, experts=["letters", "numbers"]).splitlines()
     assert lines[1].split()[:3] == ["letters", "8", "10"] and "calendar 1" in lines[1]
     assert lines[-1] == "sent to the wrong expert: 2 (13.3%)"
+
+
+def test_the_shipped_routed_build_sends_number_questions_to_its_expert():
+    engine = Engine.load("reasoner-tiny-routed", device="cpu")
+    general = Engine.load("reasoner-tiny", device="cpu")
+    assert isinstance(engine, RoutedEngine) and set(engine.experts) == {"numbers"}
+    assert engine.route_above is not None and engine.unsure_below is not None
+    # its default model is the general one, read from its own folder (not a copy)
+    assert (SHIPPED / "routed" / "routing.json").is_file()
+    assert not (SHIPPED / "routed" / "default").exists()
+    for name, tensor in general.model.state_dict().items():
+        assert torch.equal(engine.default.model.state_dict()[name], tensor), name
+    wanted = {
+        "which is bigger 7 or 12": "numbers",
+        "hello": "default",
+        "what is 17 times 3": "default",
+    }
+    assert {question: engine.route(question) for question in wanted} == wanted
+    answer = engine.answer("which is bigger 7 or 12")
+    assert (answer.text, answer.expert) == ("12 is bigger than 7.", "numbers")
+    assert answer.router_passes == 1
 
 
 def test_dropped_words_never_take_the_operation():
