@@ -12,7 +12,11 @@ from quicksilver.models.reasoner_tiny.confidence import Catches, choose_threshol
 
 FOLDER = confidence.HERE
 RIGHT = {"what is 2 plus 2": "2 plus 2 is 4.", "thank you": "You're welcome!"}
-WRONG = ["spell the word kitchen", "spell the word pizza backwards"]  # it writes "Woworwd…"
+# Held-out phrasings it answers wrong ("There is 1 L in committee."), with the right answer
+WRONG = {
+    "count the letter e in committee": "There are 2 E's in committee.",
+    "is 19.2 greater than 20.3": "No, 19.2 is smaller than 20.3.",
+}
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +34,9 @@ def test_right_answers_are_confident_and_wrong_ones_are_not(engine):
         answer = engine.answer(question)
         assert answer.text == wanted
         assert answer.confidence >= engine.unsure_below, question
-    for question in WRONG:
+    for question, right in WRONG.items():
         answer = engine.answer(question)
-        assert not answer.text.lower().startswith(question.split()[3]), answer.text  # wrong
+        assert answer.text != right  # wrong
         assert answer.confidence < engine.unsure_below, (question, answer.text)
 
 

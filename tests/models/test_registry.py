@@ -29,9 +29,8 @@ def test_a_model_without_weights_says_how_to_build_it(tmp_path, monkeypatch):
 
 
 def test_unknown_names_list_the_known_ones():
-    with pytest.raises(
-        FileNotFoundError, match=r"registered name \(bundled, llada-8b-instruct, reasoner-tiny\)"
-    ):
+    known = r"bundled, llada-8b-instruct, reasoner-tiny, reasoner-tiny-routed"
+    with pytest.raises(FileNotFoundError, match=rf"registered name \({known}\)"):
         Engine.load("no-such-model")
     with pytest.raises(FileNotFoundError, match="no shipped model named 'nope'"):
         models.path("nope")
