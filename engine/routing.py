@@ -243,14 +243,11 @@ class RoutedEngine:
         from one batched router call."""
         with self._router_lock:
             answers = self.router.answer_batch(conversations, steps=self.router_steps)
-        return [(self._name(answer), answer) for answer in answers]
+        return [(routed_name(a, self.experts, self.route_above), a) for a in answers]
 
     def engine_for(self, name: str) -> Engine:
         """The model a routed name stands for."""
         return self.experts.get(name, self.default)
-
-    def _name(self, routed: Answer) -> str:
-        return routed_name(routed, self.experts, self.route_above)
 
     # ------------------------------------------------------------------ answering
 
