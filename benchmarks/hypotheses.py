@@ -21,10 +21,10 @@ from dataclasses import replace
 
 from quicksilver.assistant.loading import load_question_model
 from quicksilver.audio.stt import SttOptions, Transcriber
+from quicksilver.audio.synthetic_speech import as_utterance, with_noise
 from quicksilver.audio.textnorm import spoken_numbers_to_digits
-from quicksilver.audio.tts import Voice
 
-from benchmarks.spoken_set import SPEAKERS, as_utterance, missing_content, questions, with_noise
+from benchmarks.spoken_set import SPEAKERS, missing_content, questions
 
 SNR_DB = 20.0
 
@@ -40,14 +40,13 @@ def run(args: argparse.Namespace) -> str:
         )
         for beam in args.beams
     }
-    piper = Voice()
     intact: dict[int, Counter[str]] = {beam: Counter() for beam in args.beams}
     seconds: dict[int, list[float]] = {beam: [] for beam in args.beams}
     clips = 0
     asked = questions(args.per_skill, args.seed)
     for number, question in enumerate(asked):
         for speaker in SPEAKERS:
-            clean = as_utterance(speaker.say(question, piper))
+            clean = as_utterance(speaker.say(question))
             for audio in (clean, with_noise(clean, SNR_DB)):
                 clips += 1
                 for beam, transcriber in transcribers.items():

@@ -12,13 +12,11 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from quicksilver.audio.wavfile import read_wav
 
 from benchmarks.pulse import PulseServer, running_pulse
 
@@ -46,36 +44,21 @@ def _require(tool: str, package: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def speech_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("speech")
-
-
-@pytest.fixture(scope="session")
-def espeak(speech_dir: Path):
+def espeak():
     """``espeak(text) -> 16 kHz mono float32`` speech, cut to the spoken part."""
-    espeak_ng = _require("espeak-ng", "espeak-ng")
-    sox = _require("sox", "sox")
+    from quicksilver.audio.synthetic_speech import espeak as say
+    from quicksilver.audio.synthetic_speech import trim
+
+    _require("espeak-ng", "espeak-ng")
+    _require("sox", "sox")
     cache: dict[str, np.ndarray] = {}
 
     def make(text: str) -> np.ndarray:
         if text not in cache:
-            name = re.sub(r"\W+", "_", text)[:40] + f"_{len(cache)}"
-            raw, wav = speech_dir / f"{name}_22k.wav", speech_dir / f"{name}.wav"
-            subprocess.run([espeak_ng, "-v", "en-us", "-s", "130", "-w", str(raw), text],
-                           check=True, timeout=60)  # fmt: skip
-            # -D: no dither, so the same text gives the same samples in every run
-            subprocess.run([sox, "-D", str(raw), "-r", str(RATE), "-c", "1", "-b", "16", str(wav)],
-                           check=True, timeout=60)  # fmt: skip
-            cache[text] = trim(read_wav(wav))
+            cache[text] = trim(say(text, "en-us", 130))
         return cache[text].copy()
 
     return make
-
-
-def trim(samples: np.ndarray, level: float = 0.01) -> np.ndarray:
-    """Cut leading and trailing silence, so the speech's true extent is known."""
-    loud = np.nonzero(np.abs(samples) > level)[0]
-    return samples[loud[0] : loud[-1] + 1] if loud.size else samples[:0]
 
 
 def silence(seconds: float) -> np.ndarray:

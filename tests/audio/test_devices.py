@@ -20,10 +20,11 @@ from quicksilver.audio.devices import (
 )
 from quicksilver.audio.resample import resample
 from quicksilver.audio.streaming import FinalText, StreamingTranscriber
+from quicksilver.audio.synthetic_speech import trim
 from quicksilver.audio.vad import SpeechStart
 
 from benchmarks.pulse import refresh_portaudio, running_pulse
-from tests.conftest import RATE, digits_in, trim
+from tests.conftest import RATE, digits_in
 
 QUESTION = "What is seventeen times three?"
 

@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 from quicksilver.audio.stt import DOMAIN_PROMPT, SttOptions, Transcriber
+from quicksilver.audio.synthetic_speech import room_noise, with_noise
 from quicksilver.audio.textnorm import spoken_numbers_to_digits
 from quicksilver.audio.tts import Voice
 
@@ -16,8 +17,6 @@ from benchmarks.spoken_set import (
     content_intact,
     content_words,
     missing_content,
-    room_noise,
-    with_noise,
 )
 from tests.conftest import silence
 
