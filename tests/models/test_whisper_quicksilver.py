@@ -1,0 +1,170 @@
+"""The fine-tuned Whisper (models/whisper_quicksilver): CTranslate2's model.bin read and
+written exactly, the PyTorch decoder equal to CTranslate2's, an adapter merged into the
+weights the way the training model applies it, the merged model built once and loaded
+by faster-whisper, the registry name, and the training batches scoring only the
+transcript."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from quicksilver.assistant.loading import load_transcriber, resolve_whisper_model
+from quicksilver.audio.stt import Transcriber, bundled_model_path
+from quicksilver.audio.synthetic_speech import as_utterance
+from quicksilver.models.whisper_quicksilver.ct2_format import model_bytes, read_model
+from quicksilver.models.whisper_quicksilver.decoder import LoraConfig, WhisperDecoder
+from quicksilver.models.whisper_quicksilver.merge import ADAPTER, build_model, merge_adapter
+from quicksilver.models.whisper_quicksilver.train import Recipe, batches, loss_of, target_text
+from safetensors.numpy import save_file
+
+QUESTION = "What is twelve plus nine?"
+
+
+@pytest.fixture(scope="module")
+def base():
+    return read_model(bundled_model_path())
+
+
+@pytest.fixture(scope="module")
+def heard(espeak):
+    """The encoder's output and the decoder prompt for a spoken question."""
+    transcriber = Transcriber(device="cpu", cpu_threads=1)
+    encoded, prompt = transcriber.short_window_encoding(as_utterance(espeak(QUESTION)))
+    return transcriber, encoded, prompt
+
+
+def test_model_bin_round_trips_byte_for_byte(base):
+    assert model_bytes(base) == (bundled_model_path() / "model.bin").read_bytes()
+    assert base.aliases == {"decoder/projection/weight": "decoder/embeddings/weight"}
+
+
+def test_a_cut_model_bin_is_a_clear_error(tmp_path):
+    data = (bundled_model_path() / "model.bin").read_bytes()
+    (tmp_path / "model.bin").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="ends early"):
+        read_model(tmp_path)
+
+
+def _greedy(decoder: WhisperDecoder, encoded: np.ndarray, prompt: list[int], eot: int) -> list[int]:
+    tokens, audio = list(prompt), torch.from_numpy(encoded)[None]
+    with torch.no_grad():
+        for _ in range(30):
+            following = int(decoder(torch.tensor([tokens]), audio)[0, -1].argmax())
+            if following == eot:
+                break
+            tokens.append(following)
+    return tokens[len(prompt) :]
+
+
+def test_the_pytorch_decoder_reads_as_ctranslate2_does(base, heard):
+    transcriber, encoded, prompt = heard
+    eot = transcriber.model.hf_tokenizer.token_to_id("<|endoftext|>")
+    ours = _greedy(WhisperDecoder(base).eval(), encoded, prompt, eot)
+    import ctranslate2
+
+    theirs = transcriber.model.model.generate(
+        ctranslate2.StorageView.from_array(encoded[None]), [prompt], beam_size=1,
+        max_length=len(prompt) + 30, suppress_blank=False, suppress_tokens=[],
+    )[0].sequences_ids[0]  # fmt: skip
+    assert ours == [t for t in theirs if t != eot]
+    assert "12" in transcriber.model.hf_tokenizer.decode(ours)
+
+
+def _random_adapter(decoder: WhisperDecoder) -> dict[str, np.ndarray]:
+    generator = torch.Generator().manual_seed(0)
+    adapter = {}
+    for name, tensor in decoder.adapter_state().items():
+        adapter[name] = (torch.randn(tensor.shape, generator=generator) * 0.05).numpy()
+    return adapter
+
+
+def test_a_merged_adapter_gives_the_adapted_model(base, heard):
+    _, encoded, prompt = heard
+    lora = LoraConfig(rank=4, alpha=8.0, dropout=0.0)
+    adapted = WhisperDecoder(base, lora).eval()
+    adapter = _random_adapter(adapted)
+    adapted.load_adapter(adapter)
+    merged = WhisperDecoder(merge_adapter(base, adapter, lora.alpha / lora.rank)).eval()
+    plain = WhisperDecoder(base).eval()
+    tokens, audio = torch.tensor([prompt]), torch.from_numpy(encoded)[None]
+    with torch.no_grad():
+        want, got, before = adapted(tokens, audio), merged(tokens, audio), plain(tokens, audio)
+    assert (want - before).abs().max() > 0.5  # the adapter changes the model...
+    assert (want - got).abs().max() < 0.05  # ...and merged, it changes it the same way
+
+
+def test_an_adapter_for_another_model_is_refused(base):
+    layer_9 = "decoder/layer_9/ffn/linear_0"  # tiny.en has four decoder layers
+    with pytest.raises(ValueError, match="does not fit"):
+        merge_adapter(base, {f"{layer_9}/lora_a": np.zeros((4, 384)),
+                             f"{layer_9}/lora_b": np.zeros((1536, 4))}, 2.0)  # fmt: skip
+    out = "decoder/layer_0/ffn/linear_1"
+    with pytest.raises(ValueError, match="the model's is"):
+        merge_adapter(base, {f"{out}/lora_a": np.zeros((4, 1536)),
+                             f"{out}/lora_b": np.zeros((1, 4))}, 2.0)  # fmt: skip
+
+
+def test_the_merged_model_is_built_once_and_faster_whisper_runs_it(base, tmp_path, espeak):
+    lora = LoraConfig(rank=4, alpha=8.0, dropout=0.0)
+    adapter = {k: v * 0.01 for k, v in _random_adapter(WhisperDecoder(base, lora)).items()}
+    save_file(adapter, str(tmp_path / "adapter.safetensors"))
+    (tmp_path / "adapter.json").write_text('{"lora": {"rank": 4, "alpha": 8.0}}')
+    cache = tmp_path / "cache"
+    folder = build_model(bundled_model_path(), tmp_path / "adapter.safetensors",
+                         tmp_path / "adapter.json", cache)  # fmt: skip
+    built = (folder / "model.bin").stat().st_mtime_ns
+    assert build_model(bundled_model_path(), tmp_path / "adapter.safetensors",
+                       tmp_path / "adapter.json", cache) == folder  # fmt: skip
+    assert (folder / "model.bin").stat().st_mtime_ns == built
+    assert [p.name for p in cache.iterdir()] == [folder.name]  # no staging left behind
+    text = Transcriber(folder, device="cpu", cpu_threads=1).transcribe(
+        as_utterance(espeak(QUESTION))
+    )
+    assert "12 plus" in text  # (tiny.en itself hears "What is 12 plus I?")
+
+
+def test_a_missing_adapter_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="reinstall quicksilver"):
+        build_model(bundled_model_path(), tmp_path / "none.safetensors", tmp_path / "none.json")
+
+
+def test_the_shipped_name_loads_the_fine_tuned_model(tmp_path, monkeypatch, espeak):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    folder = resolve_whisper_model("tiny.en-quicksilver")
+    assert folder.startswith(str(tmp_path)) and ADAPTER.is_file()
+    assert resolve_whisper_model("tiny.en") == "tiny.en"  # other names pass through
+    transcriber = load_transcriber("tiny.en-quicksilver", threads=1)
+    text = transcriber.transcribe(as_utterance(espeak("What is forty plus two?")))
+    assert "40" in text and "2" in text
+
+
+def test_targets_are_written_as_whisper_writes_numbers():
+    assert target_text("what is three hundred and five plus ninety?") == "What is 305 plus 90?"
+    assert target_text(" how many r's are in strawberry") == "How many r's are in strawberry"
+
+
+def test_training_batches_score_the_transcript_and_nothing_else(base):
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(bundled_model_path() / "tokenizer.json"))
+    eot = tokenizer.token_to_id("<|endoftext|>")
+    clips = [(np.zeros((40, 384), np.float16), "What is 2 plus 2?", "a"),
+             (np.zeros((60, 384), np.float16), "Spell cat.", "b")]  # fmt: skip
+    prompt = [50360, 1867, 50257]  # any three tokens stand for the prompt
+    recipe = Recipe(batch_size=2, no_prompt_share=0.0)
+    tokens, audio, mask, weight = next(batches(clips, recipe, 0, (prompt, prompt), tokenizer, eot))
+    assert audio.shape == (2, 60, 384) and mask[..., :40].all() and mask.sum() == 100
+    for row in range(2):
+        scored = tokens[row, 1:][weight[row, :-1].bool()].tolist()
+        assert scored[-1] == eot
+        assert tokenizer.decode(scored[:-1]).strip() in ("What is 2 plus 2?", "Spell cat.")
+    model = WhisperDecoder(base, LoraConfig(rank=4, alpha=8.0, dropout=0.0))
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=1e-2)
+    first = loss_of(model, tokens, audio, mask, weight)
+    for _ in range(10):  # the adapter alone can learn a batch
+        optimizer.zero_grad()
+        loss_of(model, tokens, audio, mask, weight).backward()
+        optimizer.step()
+    assert loss_of(model, tokens, audio, mask, weight).item() < 0.5 * first.item()
