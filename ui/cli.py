@@ -366,7 +366,7 @@ def _add_audio_commands(sub: argparse._SubParsersAction) -> None:
         default=argparse.SUPPRESS,
         help="faster-whisper model name (e.g. base.en, downloaded once), tiny.en-quicksilver "
         "(tiny.en fine-tuned on spoken questions, shipped) or CTranslate2 folder; "
-        "default: the whisper_model setting (the bundled tiny.en)",
+        "default: the whisper_model setting (tiny.en-quicksilver)",
     )
     decoding = SttOptions()
     transcribe.add_argument(

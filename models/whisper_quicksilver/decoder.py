@@ -37,6 +37,10 @@ class LoraConfig:
     rank: int = 16
     alpha: float = 32.0
     dropout: float = 0.05
+    # which of each block's linear layers (``LINEARS``) get an adapter: all, or only the
+    # attention to the audio, which leaves the decoder's own language model as it was
+    layers: tuple[str, ...] = ("self_qkv", "self_out", "cross_q", "cross_kv", "cross_out",
+                               "ffn_in", "ffn_out")  # fmt: skip
 
 
 class LoraLinear(nn.Module):
@@ -84,7 +88,8 @@ class Block(nn.Module):
         self.cross_norm = _norm(model, f"{prefix}/attention/layer_norm")
         self.ffn_norm = _norm(model, f"{prefix}/ffn/layer_norm")
         for attribute, name in LINEARS.items():
-            setattr(self, attribute, _linear(model, f"{prefix}/{name}", lora))
+            adapted = lora if lora is not None and attribute in lora.layers else None
+            setattr(self, attribute, _linear(model, f"{prefix}/{name}", adapted))
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, width = x.shape

@@ -67,12 +67,19 @@ def build_model(
             )
     digest = hashlib.sha256(adapter.read_bytes() + adapter_config.read_bytes())
     digest.update(str((base / "model.bin").stat().st_size).encode())
-    folder = (cache or cache_root()) / f"tiny.en-quicksilver-{digest.hexdigest()[:16]}"
+    name = f"tiny.en-quicksilver-{digest.hexdigest()[:16]}"
+    folder = (cache or cache_root()) / name
     if (folder / "model.bin").is_file():
         return folder
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a read-only home: the temporary folder still works, built per boot
+        folder = Path(tempfile.gettempdir()) / "quicksilver-whisper" / name
+        if (folder / "model.bin").is_file():
+            return folder
+        folder.parent.mkdir(parents=True, exist_ok=True)
     lora = json.loads(adapter_config.read_text())["lora"]
     merged = merge_adapter(read_model(base), load_file(str(adapter)), lora["alpha"] / lora["rank"])
-    folder.parent.mkdir(parents=True, exist_ok=True)
     # Written beside its final place and renamed, so no reader sees half a model.
     staging = Path(tempfile.mkdtemp(prefix=".building-", dir=folder.parent))
     try:

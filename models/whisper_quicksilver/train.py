@@ -38,7 +38,7 @@ from quicksilver.models.reasoner_tiny.normalise import SCALES, TENS, UNITS, norm
 from safetensors.torch import save_file
 
 from .ct2_format import read_model
-from .decoder import LoraConfig, WhisperDecoder
+from .decoder import LINEARS, LoraConfig, WhisperDecoder
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,7 @@ class Recipe:
     learning_rate: float = 1e-3
     epochs: int = 2
     batch_size: int = 16
+    layers: tuple[str, ...] = LoraConfig.layers
     no_prompt_share: float = 0.15  # some clips without the domain prompt, as a user may run
     random_share: float = 0.15  # clips that say random English words and a number
     swap_share: float = 0.2  # questions with one word swapped for a random one
@@ -247,7 +248,7 @@ def train(recipe: Recipe, clips, out: Path, threads: int) -> dict[str, float]:
     with_prompt, without, tokenizer = _prompts()
     eot = tokenizer.token_to_id("<|endoftext|>")
     base = read_model(bundled_model_path())
-    lora = LoraConfig(recipe.rank, recipe.alpha, recipe.dropout)
+    lora = LoraConfig(recipe.rank, recipe.alpha, recipe.dropout, recipe.layers)
     model = WhisperDecoder(base, lora)
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=recipe.learning_rate, weight_decay=0.0)
@@ -304,6 +305,8 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=Recipe.learning_rate)
     parser.add_argument("--seed", type=int, default=Recipe.seed)
     parser.add_argument("--threads", type=int, default=2, help="torch threads for training")
+    parser.add_argument("--layers", default=",".join(Recipe.layers),
+                        help=f"adapted linear layers, of: {', '.join(LINEARS)}")  # fmt: skip
     parser.add_argument("--random-share", type=float, default=Recipe.random_share)
     parser.add_argument("--swap-share", type=float, default=Recipe.swap_share)
     parser.add_argument(
@@ -315,7 +318,8 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     recipe = Recipe(clips=args.clips, seed=args.seed, rank=args.rank, learning_rate=args.lr,
                     epochs=args.epochs, random_share=args.random_share,
-                    swap_share=args.swap_share)  # fmt: skip
+                    swap_share=args.swap_share,
+                    layers=tuple(args.layers.split(",")))  # fmt: skip
     clips = []
     for cache in args.cache:
         if cache.is_file():

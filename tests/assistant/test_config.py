@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from quicksilver.assistant.config import NAMES, Settings, default_config_path, load_settings
-from quicksilver.audio.stt import DEFAULT_MODEL as DEFAULT_WHISPER_MODEL
 from quicksilver.audio.tts import DEFAULT_VOICE
 from quicksilver.audio.vad import VadConfig
 
@@ -26,9 +25,10 @@ def test_defaults_when_there_is_no_config_file(tmp_path):
     settings, sources = load_settings({}, env={"XDG_CONFIG_HOME": str(tmp_path)})
     assert settings == Settings()
     assert sources == dict.fromkeys(NAMES, "default")
-    # steps unset: the model's own default; the audio defaults are the audio parts' own
+    # steps unset: the model's own default; the voice is the audio part's own, Whisper the
+    # project's fine-tune of the bundled tiny.en
     assert settings.steps is None and settings.model == "bundled" and settings.headset is False
-    assert (settings.whisper_model, settings.voice) == (DEFAULT_WHISPER_MODEL, DEFAULT_VOICE)
+    assert (settings.whisper_model, settings.voice) == ("tiny.en-quicksilver", DEFAULT_VOICE)
     assert settings.hangover_ms == VadConfig().hangover_ms
 
 

@@ -124,6 +124,16 @@ def test_the_merged_model_is_built_once_and_faster_whisper_runs_it(base, tmp_pat
     assert "12 plus" in text  # (tiny.en itself hears "What is 12 plus I?")
 
 
+def test_a_read_only_cache_falls_back_to_the_temporary_folder(tmp_path, monkeypatch):
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the cache folder would be")
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    folder = build_model(bundled_model_path(), cache=blocked / "cache")
+    assert folder.parent == tmp_path / "tmp" / "quicksilver-whisper"
+    assert (folder / "model.bin").is_file() and (folder / "tokenizer.json").is_file()
+
+
 def test_a_missing_adapter_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="reinstall quicksilver"):
         build_model(bundled_model_path(), tmp_path / "none.safetensors", tmp_path / "none.json")
