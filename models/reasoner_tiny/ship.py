@@ -7,6 +7,24 @@ measures the chosen settings on the reported held-out sets at 8, 16 and 32 steps
 ``MODEL_CARD.md`` with those figures, and copies the checkpoint (fp16 weights) into
 this folder, where ``Engine.load("bundled")`` finds it. Selection and report use
 different held-out items, so the card's figures are not tuned on themselves.
+
+A routed build (a folder with ``routing.json``, as ``router assemble`` writes it) is
+shipped as one. The plain path could not ship it (it has no weights of its own), so the
+folder decides rather than a flag; ``--routed`` only insists on it (an error for a plain
+folder)::
+
+    python -m quicksilver.models.reasoner_tiny.ship models/reasoner_tiny/routed --routed
+
+It is measured whole, through its router: the same held-out sets, step budgets and
+reading-order score as a plain build (reading order on the model the router picks for
+each question), the router's passes counted on its answers, and which model answered
+each skill's questions. Its weights are already assembled and stay as they are; it is
+shipped where it lies (``--to`` elsewhere writes the card there and changes nothing in
+the build). Its ``unsure_below`` is chosen on the validation draws as a plain build's is
+and written to its ``routing.json``, where the engine reads it. Its sampler is not chosen
+again: the engine reads each member's from the member's own ``config.json``, and the
+default member of a build such as reasoner-tiny-routed is the plain reasoner's folder,
+whose files a routed ship leaves as they are; the card names the sampler the members run.
 """
 
 from __future__ import annotations
@@ -14,16 +32,34 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+from collections import Counter
 from pathlib import Path
 
 import torch
-from quicksilver.engine import Engine, SamplerConfig
+from quicksilver.engine import Engine, RoutedEngine, SamplerConfig
+from quicksilver.engine.api import ROUTING_FILE
+from quicksilver.engine.routing import Routing
+from quicksilver.models import SHIPPED
 
 from .confidence import VALIDATION_PER_SKILL, card_section, choose_threshold, validation_judged
+from .corpus import held_out_set
 from .evaluate import TARGET, VALIDATION_SEED, Evaluation, evaluate, left_to_right
+from .router import FAMILIES
 
 HERE = Path(__file__).parent
 CARD = "MODEL_CARD.md"
+TEMPLATE = HERE / "MODEL_CARD.template.md"
+ROUTED_TEMPLATE = HERE / "MODEL_CARD.routed.template.md"
+# The plain card's section that a routed card shares, from its heading to its placeholder
+ACCURACY_SECTION = ("## Accuracy on the held-out sets", "{unsure}")
+STEP_BUDGETS = (8, 16, 32)  # the card's columns, then 16 steps as a follow-up and in
+# training's phrasings
+QUESTION_SETS = {  # the held-out sets a routed card reports routes on: evaluate's options
+    "first turn": {},
+    "follow-up": {"follow_up": True},
+    "trained phrasings": {"trained_phrasings": True},
+}
 CANDIDATES = {  # sampler options tried on the validation items
     "plain": {},
     "padding settled at p 0.9": {"padding_threshold": 0.9},
@@ -58,6 +94,26 @@ def candidate_sampler(run: SamplerConfig, options: dict) -> SamplerConfig:
     return dataclasses.replace(run, steps=16, **(reset | options))
 
 
+def sampler_name(sampler: SamplerConfig) -> str:
+    """The candidate a sampler is (whatever its step budget), or, for one that is none of
+    them, its settings that differ from the defaults."""
+    own = dataclasses.asdict(sampler)
+    for name, options in CANDIDATES.items():
+        if (
+            dataclasses.asdict(candidate_sampler(sampler, options)) | {"steps": sampler.steps}
+            == own
+        ):
+            return name
+    defaults = SamplerConfig()
+    settings = [
+        f"{field.name} {getattr(sampler, field.name)}"
+        for field in dataclasses.fields(sampler)
+        if field.name not in ("steps", "max_new_tokens")
+        and getattr(sampler, field.name) != getattr(defaults, field.name)
+    ]
+    return "own settings: " + (", ".join(settings) or "the defaults")
+
+
 def choose_sampler(engine: Engine, per_skill: int) -> tuple[str, SamplerConfig, dict[str, float]]:
     """Of the candidates within one validation answer of the best mean accuracy at 16
     steps, the fastest (p50). Leaves ``engine.sampler`` as it found it."""
@@ -84,8 +140,31 @@ def best_candidate(means: dict[str, float], p50s: dict[str, float], answers: int
     return min((name for name in means if means[name] >= best - slack), key=p50s.__getitem__)
 
 
-def accuracy_table(results: list[Evaluation], in_order: dict[str, float]) -> str:
-    """Sampled accuracy per step budget, then the reading-order share (``left_to_right``)."""
+def choose_unsure(engine: Engine | RoutedEngine, per_skill: int) -> list[tuple[float, bool]]:
+    """Set ``engine.unsure_below`` as chosen on the validation draws; their (confidence,
+    right) pairs, which the card's section reports."""
+    judged = validation_judged(engine, per_skill)
+    engine.unsure_below = choose_threshold(judged)
+    return judged
+
+
+def measure(
+    engine: Engine | RoutedEngine, per_skill: int, in_order_per_skill: int
+) -> tuple[list[Evaluation], dict[str, float]]:
+    """The card's figures: the held-out sets at every step budget, at 16 steps as a
+    follow-up and in training's phrasings, and the reading-order share per skill."""
+    results = [evaluate(engine, per_skill, steps=steps) for steps in STEP_BUDGETS]
+    results.append(evaluate(engine, per_skill, steps=16, follow_up=True))
+    results.append(evaluate(engine, per_skill, steps=16, trained_phrasings=True))
+    return results, left_to_right(engine, in_order_per_skill)
+
+
+def accuracy_table(
+    results: list[Evaluation], in_order: dict[str, float], passes: dict[int, int] | None = None
+) -> str:
+    """Sampled accuracy per step budget, then the reading-order share (``left_to_right``);
+    ``passes``: forward passes per answer at each step budget, a row of its own (a routed
+    build's, its router's included)."""
     header = "| skill | " + " | ".join(r.label for r in results) + " | in reading order |"
     lines = [header, "|---|" + "---:|" * (len(results) + 1)]
     for i, score in enumerate(results[0].scores):
@@ -95,6 +174,9 @@ def accuracy_table(results: list[Evaluation], in_order: dict[str, float]) -> str
     lines.append(f"| **mean** | {means} | {sum(in_order.values()) / len(in_order):.0%} |")
     latency = " | ".join(f"{r.p50_ms:.0f} / {r.p90_ms:.0f}" for r in results)
     lines.append(f"| latency p50 / p90 (ms) | {latency} | |")
+    if passes is not None:
+        counts = " | ".join(str(passes[r.steps]) for r in results)
+        lines.append(f"| forward passes per answer | {counts} | |")
     return "\n".join(lines)
 
 
@@ -107,6 +189,29 @@ def misses(result: Evaluation) -> str:
     return "\n".join(rows)
 
 
+def accuracy_fields(
+    results: list[Evaluation],
+    in_order: tuple[dict[str, float], int],
+    per_skill: int,
+    unsure: str,
+    passes: dict[int, int] | None = None,
+) -> dict[str, object]:
+    """What a card's accuracy section and the unsure section after it are filled with,
+    plain or routed. ``in_order``: the shares and the questions per skill they are of;
+    ``unsure``: the section :func:`~.confidence.card_section` wrote."""
+    at_16 = next(
+        r for r in results if r.steps == 16 and not r.follow_up and not r.trained_phrasings
+    )
+    return {
+        "per_skill": per_skill,
+        "in_order_per_skill": in_order[1],
+        "table": accuracy_table(results, in_order[0], passes),
+        "misses": misses(at_16),
+        "below_target": ", ".join(s.skill for s in at_16.scores if s.accuracy < TARGET) or "none",
+        "unsure": unsure,
+    }
+
+
 def blend_sentence(blend: dict | None) -> str:
     """The card's account of a blended run (``models.reasoner_tiny.blend``), if it is one."""
     if not blend:
@@ -117,33 +222,30 @@ def blend_sentence(blend: dict | None) -> str:
     )
 
 
+def weights_mb(folder: Path) -> str:
+    weights = folder / "model.safetensors"
+    return f"{weights.stat().st_size / 2**20:.1f}" if weights.exists() else "?"
+
+
 def write_card(
     folder: Path,
     engine: Engine,
     training: dict,
     sampler_choice: tuple[str, dict[str, float]],
-    results: list[Evaluation],
-    in_order: tuple[dict[str, float], int],
-    per_skill: int,
-    unsure: str,
+    accuracy: dict[str, object],
 ) -> Path:
-    """``unsure``: the section :func:`~.confidence.card_section` wrote."""
+    """``accuracy``: the figures :func:`accuracy_fields` gives."""
     config = engine.model.config
     chosen, validation = sampler_choice
     tried = ", ".join(f"{name} {mean:.1%}" for name, mean in validation.items())
-    weights = folder / "model.safetensors"
-    at_16 = next(
-        r for r in results if r.steps == 16 and not r.follow_up and not r.trained_phrasings
-    )
-    template = (HERE / "MODEL_CARD.template.md").read_text(encoding="utf-8")
-    card = template.format(
+    card = TEMPLATE.read_text(encoding="utf-8").format(
         parameters=f"{config.parameter_count() / 1e6:.1f}M",
         layers=config.n_layers,
         d_model=config.d_model,
         heads=config.n_heads,
         vocab=config.vocab_size,
         canvas=engine.sampler.max_new_tokens,
-        size_mb=f"{weights.stat().st_size / 2**20:.1f}" if weights.exists() else "?",
+        size_mb=weights_mb(folder),
         steps_trained=training.get("step", "?"),
         batch_size=training.get("batch_size", "?"),
         lr=training.get("lr", "?"),
@@ -153,23 +255,244 @@ def write_card(
         blend=blend_sentence(training.get("blend")),
         sampler=chosen,
         tried=tried,
-        per_skill=per_skill,
-        in_order_per_skill=in_order[1],
-        table=accuracy_table(results, in_order[0]),
-        misses=misses(at_16),
-        below_target=", ".join(s.skill for s in at_16.scores if s.accuracy < TARGET) or "none",
-        unsure=unsure,
+        **accuracy,
     )
     path = folder / CARD
     path.write_text(card, encoding="utf-8")
     return path
 
 
+# ---------------------------------------------------------------------- a routed build
+
+
+def routes(engine: RoutedEngine, per_skill: int, seed: int = 1234) -> dict[str, dict[str, Counter]]:
+    """For each of :data:`QUESTION_SETS`, per skill, how many of the held-out questions
+    (``evaluate``'s, same seed) each model answers: the router asked one question at a
+    time, as ``evaluate`` asks it."""
+    return {
+        label: {
+            skill: Counter(engine.route(item.messages()) for item in items)
+            for skill, items in held_out_set(per_skill, seed, **options).items()
+        }
+        for label, options in QUESTION_SETS.items()
+    }
+
+
+def routes_table(routed: dict[str, dict[str, Counter]]) -> str:
+    """Markdown: per skill and question set, the models that answered and their shares."""
+
+    def cell(counts: Counter) -> str:
+        total = sum(counts.values())
+        if len(counts) == 1:
+            return next(iter(counts))
+        return ", ".join(f"{name} {n / total:.0%}" for name, n in counts.most_common())
+
+    labels = list(routed)
+    lines = ["| skill | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    for skill in routed[labels[0]]:
+        cells = " | ".join(cell(routed[label][skill]) for label in labels)
+        lines.append(f"| {skill} | {cells} |")
+    every = [sum(routed[label].values(), Counter()) for label in labels]
+    lines.append("| **all** | " + " | ".join(cell(counts) for counts in every) + " |")
+    return "\n".join(lines)
+
+
+def counted_passes(engine: RoutedEngine) -> tuple[int, dict[int, int]]:
+    """The router's passes per answer and the forward passes per answer at each step
+    budget, the router's included, as the answers count them (``Answer.router_passes``
+    and ``forward_passes``), on a held-out question."""
+    item = next(iter(held_out_set(1).values()))[0]
+    answers = {steps: engine.answer(item.messages(), steps=steps) for steps in STEP_BUDGETS}
+    router_passes = {answer.router_passes for answer in answers.values()}
+    if len(router_passes) != 1:
+        raise RuntimeError(f"the router ran {sorted(router_passes)} passes; expected one count")
+    return router_passes.pop(), {steps: a.forward_passes for steps, a in answers.items()}
+
+
+def pass_count(count: int) -> str:
+    return f"{count} pass" if count == 1 else f"{count} passes"
+
+
+def shipped_name(folder: Path) -> str:
+    """A folder's name in the registry (``models.SHIPPED``), else its own name."""
+    for name, path in SHIPPED.items():
+        if path.resolve() == folder.resolve():
+            return name
+    return folder.resolve().name
+
+
+def shape(engine: Engine) -> str:
+    config = engine.model.config
+    return (
+        f"{config.parameter_count() / 1e6:.1f}M parameters ({config.n_layers} layers × "
+        f"d{config.d_model}, {config.n_heads} heads)"
+    )
+
+
+def trained(folder: Path) -> str:
+    """A member's last run, as its ``training.json`` records it."""
+    path = folder / "training.json"
+    if not path.is_file():
+        return "no training record"
+    run = json.loads(path.read_text())
+    return (
+        f"its last run {run.get('step', '?')} steps of batch {run.get('batch_size', '?')}, "
+        f"peak learning rate {run.get('lr', '?')}, seed {run.get('seed', '?')}, on "
+        f"{run.get('hardware', 'CPU')}" + blend_sentence(run.get("blend"))
+    )
+
+
+def sampler_sentence(engine: RoutedEngine, default_name: str) -> str:
+    """The sampler the answering models run, and why the routed ship leaves it."""
+    default = sampler_name(engine.default.sampler)
+    differ = {n: e.sampler for n, e in engine.experts.items() if e.sampler != engine.sampler}
+    if differ:
+        runs = f"each model its own: the default {default}; " + "; ".join(
+            f"{name} {sampler_name(sampler)}" for name, sampler in differ.items()
+        )
+    else:
+        runs = f"{default}, which the experts run as well"
+    return (
+        f"{runs}; {engine.sampler.steps} steps. Not chosen again for the routed build: the "
+        f"engine reads each model's own from its `config.json`, and the default's is "
+        f"{default_name}'s, chosen by its own ship, which a routed ship leaves as it is"
+    )
+
+
+def parts_table(
+    folder: Path, target: Path, routing: Routing, engine: RoutedEngine, router_passes: int
+) -> str:
+    """The card's rows on the routed build's parts and settings (what ``routing.json``
+    says, each member's shape and last run)."""
+    default_folder = folder / routing.default
+    default_name = shipped_name(default_folder)
+    card = os.path.relpath(default_folder / CARD, target)
+    router = engine.router
+    rows = [
+        f"| `{routing.router}/` | the router: {shape(router)}, `model.safetensors` "
+        f"{weights_mb(folder / routing.router)} MB; names the family whose expert answers, "
+        f"in {pass_count(router_passes)} on a {router.sampler.max_new_tokens}-token "
+        f"canvas; {trained(folder / routing.router)} |"
+    ]
+    for name, path in routing.experts.items():
+        skills = ", ".join(FAMILIES.get(name, ())) or "its family"
+        rows.append(
+            f"| `{path}/` | the {name} expert ({skills}): {shape(engine.experts[name])}, "
+            f"`model.safetensors` {weights_mb(folder / path)} MB; {trained(folder / path)} |"
+        )
+    rows += [
+        f"| `{routing.default}` (default) | {default_name} ([its card]({card})): every other "
+        f"question, and any whose expert the router names with a confidence under "
+        f"`route_above` |",
+        f"| `route_above` | {routing.route_above}: the router's confidence an expert needs "
+        f"(`{ROUTING_FILE}`) |",
+        f"| `unsure_below` | {engine.unsure_below:.3f}: the routed system's own, chosen on the "
+        f"validation draws as below (`{ROUTING_FILE}`) |",
+        f"| sampler | {sampler_sentence(engine, default_name)} |",
+    ]
+    return "\n".join(rows)
+
+
+def write_routed_card(
+    folder: Path,
+    target: Path,
+    engine: RoutedEngine,
+    routed: dict[str, dict[str, Counter]],
+    router_passes: int,
+    accuracy: dict[str, object],
+) -> Path:
+    """The routed build's card: its own parts and routes, then the plain card's accuracy
+    section (:data:`ACCURACY_SECTION`, from the plain template) and unsure section,
+    filled alike."""
+    routing = Routing.read(folder)
+    plain = TEMPLATE.read_text(encoding="utf-8")
+    start = plain.index(ACCURACY_SECTION[0])
+    section = plain[start : plain.index(ACCURACY_SECTION[1], start)]
+    name = shipped_name(folder)
+    card = ROUTED_TEMPLATE.read_text(encoding="utf-8").format(
+        name=name,
+        default_name=shipped_name(folder / routing.default),
+        experts=", ".join(f"{n} ({', '.join(FAMILIES.get(n, ()))})" for n in engine.experts)
+        or "none",
+        parts=parts_table(folder, target, routing, engine, router_passes),
+        router_passes=pass_count(router_passes),
+        per_skill=accuracy["per_skill"],
+        routes=routes_table(routed),
+        accuracy=section.format(**accuracy),
+        unsure=routed_unsure(accuracy["unsure"]),
+    )
+    path = target / CARD
+    path.write_text(card, encoding="utf-8")
+    return path
+
+
+def routed_unsure(section: str) -> str:
+    """The unsure section, naming where a routed build keeps its threshold."""
+    plain, routed = (
+        "(`answer.unsure_below`\nin `config.json`)",
+        f"(`unsure_below`\nin `{ROUTING_FILE}`)",
+    )
+    return section.replace(plain, routed)
+
+
+def ship_routed(args: argparse.Namespace) -> int:
+    folder = Path(args.run)
+    target = Path(args.to) if args.to else folder
+    engine = Engine.load(folder, device="cpu")
+    judged = choose_unsure(engine, args.unsure_per_skill)
+    results, in_order = measure(engine, args.per_skill, args.in_order_per_skill)
+    router_passes, per_answer = counted_passes(engine)
+    routed = routes(engine, args.per_skill)
+    unsure = card_section(engine.unsure_below, judged, results[1], args.unsure_per_skill)
+    accuracy = accuracy_fields(
+        results, (in_order, args.in_order_per_skill), args.per_skill, unsure, per_answer
+    )
+    in_place = target.resolve() == folder.resolve()
+    if in_place:  # the engine reads it from there
+        routing = Routing.read(folder)
+        dataclasses.replace(routing, unsure_below=engine.unsure_below).write(folder)
+    target.mkdir(parents=True, exist_ok=True)
+    card = write_routed_card(folder, target, engine, routed, router_passes, accuracy)
+    print(accuracy["table"])
+    print(routes_table(routed))
+    where = f"written to {folder / ROUTING_FILE}" if in_place else "not written (--to elsewhere)"
+    print(f"unsure_below {engine.unsure_below} {where}; card: {card}")
+    return 0
+
+
+def ship_plain(args: argparse.Namespace) -> int:
+    engine = Engine.load(args.run, device="cpu")
+    chosen, engine.sampler, validation = choose_sampler(engine, args.validation_per_skill)
+    judged = choose_unsure(engine, args.unsure_per_skill)
+    results, in_order = measure(engine, args.per_skill, args.in_order_per_skill)
+    target = Path(args.to) if args.to else HERE
+    engine.save(target, dtype=torch.float16)
+    training = json.loads((Path(args.run) / "training.json").read_text())
+    unsure = card_section(engine.unsure_below, judged, results[1], args.unsure_per_skill)
+    accuracy = accuracy_fields(results, (in_order, args.in_order_per_skill), args.per_skill, unsure)
+    card = write_card(target, engine, training, (chosen, validation), accuracy)
+    print(accuracy["table"])
+    print(f"sampler: {chosen} (validation means: {validation}); card: {card}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run", help="training run folder (config.json, model.safetensors, ...)")
+    parser.add_argument(
+        "run", help="training run folder (config.json, model.safetensors, ...) or routed build"
+    )
+    parser.add_argument(
+        "--routed",
+        action="store_true",
+        help=f"the run is a routed build (read from its {ROUTING_FILE} anyway; this insists)",
+    )
     parser.add_argument("--per-skill", type=int, default=50, help="reported items per skill")
-    parser.add_argument("--validation-per-skill", type=int, default=12)
+    parser.add_argument(
+        "--validation-per-skill",
+        type=int,
+        default=12,
+        help="validation items per skill for the sampler (a plain build's)",
+    )
     parser.add_argument(
         "--unsure-per-skill",
         type=int,
@@ -179,33 +502,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--in-order-per-skill", type=int, default=20, help="items per skill, reading order"
     )
-    parser.add_argument("--to", default=str(HERE), help="where to ship (default: this folder)")
-    args = parser.parse_args(argv)
-
-    engine = Engine.load(args.run, device="cpu")
-    chosen, engine.sampler, validation = choose_sampler(engine, args.validation_per_skill)
-    judged = validation_judged(engine, args.unsure_per_skill)
-    engine.unsure_below = choose_threshold(judged)
-    results = [evaluate(engine, args.per_skill, steps=steps) for steps in (8, 16, 32)]
-    results.append(evaluate(engine, args.per_skill, steps=16, follow_up=True))
-    results.append(evaluate(engine, args.per_skill, steps=16, trained_phrasings=True))
-    in_order = left_to_right(engine, args.in_order_per_skill)
-    target = Path(args.to)
-    engine.save(target, dtype=torch.float16)
-    training = json.loads((Path(args.run) / "training.json").read_text())
-    card = write_card(
-        target,
-        engine,
-        training,
-        (chosen, validation),
-        results,
-        (in_order, args.in_order_per_skill),
-        args.per_skill,
-        card_section(engine.unsure_below, judged, results[1], args.unsure_per_skill),
+    parser.add_argument(
+        "--to",
+        help="where to ship (default: this folder; a routed build: where it lies)",
     )
-    print(accuracy_table(results, in_order))
-    print(f"sampler: {chosen} (validation means: {validation}); card: {card}")
-    return 0
+    args = parser.parse_args(argv)
+    routed = (Path(args.run) / ROUTING_FILE).is_file()
+    if args.routed and not routed:
+        parser.error(f"{args.run} has no {ROUTING_FILE}: it is no routed build")
+    return ship_routed(args) if routed else ship_plain(args)
 
 
 if __name__ == "__main__":

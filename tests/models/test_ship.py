@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
+import pytest
 import safetensors.torch
 import torch
-from quicksilver.engine import Engine, SamplerConfig
-from quicksilver.models.reasoner_tiny import ship
+from quicksilver.engine import Engine, RoutedEngine, SamplerConfig
+from quicksilver.models.reasoner_tiny import router, ship
 from quicksilver.models.reasoner_tiny.corpus import SKILLS
 from quicksilver.models.reasoner_tiny.train import build_engine
+
+SHIPPED = Path(ship.__file__).parent
+SMALL = ["--per-skill", "1", "--validation-per-skill", "1"]
+SMALL += ["--in-order-per-skill", "1", "--unsure-per-skill", "1"]
 
 
 def test_ship_writes_fp16_weights_and_a_card_of_measured_figures(tmp_path, capsys):
@@ -20,9 +26,7 @@ def test_ship_writes_fp16_weights_and_a_card_of_measured_figures(tmp_path, capsy
     engine.save(run)
     (run / "training.json").write_text(json.dumps({"step": 7, "batch_size": 4, "lr": 1e-3}))
 
-    args = [str(run), "--to", str(target), "--per-skill", "1", "--validation-per-skill", "1"]
-    args += ["--in-order-per-skill", "1", "--unsure-per-skill", "1"]
-    assert ship.main(args) == 0
+    assert ship.main([str(run), "--to", str(target), *SMALL]) == 0
 
     weights = safetensors.torch.load_file(target / "model.safetensors")
     assert {tensor.dtype for tensor in weights.values()} == {torch.float16}
@@ -42,6 +46,10 @@ def test_ship_writes_fp16_weights_and_a_card_of_measured_figures(tmp_path, capsy
     assert "| latency p50 / p90 (ms) |" in card
     assert "## When it is not sure" in card and "| **all** |" in card
     assert "sampler:" in capsys.readouterr().out
+    assert "| forward passes per answer |" not in card  # a routed card's row
+    with pytest.raises(SystemExit):  # --routed insists on a routed build
+        ship.main([str(run), "--routed", "--to", str(tmp_path / "elsewhere"), *SMALL])
+    assert not (tmp_path / "elsewhere").exists()
 
 
 def test_of_samplers_within_one_answer_of_the_best_the_fastest_is_chosen():
@@ -76,3 +84,76 @@ def test_each_candidate_is_what_its_name_says_whatever_the_run_settled_on():
         None,
         135,
     )
+    assert ship.sampler_name(chosen) == name
+    assert ship.sampler_name(dataclasses.replace(plain, steps=8)) == "plain"
+    assert ship.sampler_name(run) == (
+        "own settings: block_length 8, padding_threshold 0.5, canvas_cache delayed, "
+        "position_decay -0.1"
+    )
+
+
+@pytest.fixture
+def routed_build(tmp_path) -> Path:
+    """A routed build laid out as reasoner-tiny-routed is (its default model the folder
+    above it, ``..``): the shipped router, which routes for real, in front of a small
+    random default model and numbers expert that read prompts as it does."""
+    tokenizer = Engine.load(SHIPPED, device="cpu").tokenizer
+    plain, numbers = tmp_path / "plain", tmp_path / "numbers"
+    for folder, seed in ((plain, 0), (numbers, 1)):
+        engine = build_engine(seed, tokenizer, d_model=32, n_layers=1, n_heads=2)
+        engine.sampler = dataclasses.replace(engine.sampler, max_new_tokens=48)
+        engine.save(folder)
+    (plain / ship.CARD).write_text("# plain\n")
+    return router.assemble(
+        SHIPPED / "routed" / "router",
+        {"numbers": numbers},
+        plain,
+        plain / "routed",
+        route_above=0.7,
+        link_default=True,
+    )
+
+
+def test_a_routed_build_is_measured_whole_and_shipped_where_it_lies(routed_build, capsys):
+    plain = routed_build.parent
+    files = {path: path.read_bytes() for path in plain.iterdir() if path.is_file()}
+    routing = json.loads((routed_build / "routing.json").read_text())
+    assert routing["unsure_below"] is None
+
+    elsewhere = plain.parent / "card"  # a trial: the card there, the build unchanged
+    assert ship.main([str(routed_build), "--to", str(elsewhere), *SMALL]) == 0
+    assert json.loads((routed_build / "routing.json").read_text()) == routing
+    assert (elsewhere / ship.CARD).is_file() and not (routed_build / ship.CARD).exists()
+
+    assert ship.main([str(routed_build), "--routed", *SMALL]) == 0
+    assert {path: path.read_bytes() for path in plain.iterdir() if path.is_file()} == files
+    engine = Engine.load(routed_build, device="cpu")
+    assert isinstance(engine, RoutedEngine)
+    assert engine.unsure_below is not None  # chosen on the validation draws, stored
+    assert json.loads((routed_build / "routing.json").read_text()) == routing | {
+        "unsure_below": engine.unsure_below
+    }
+    card = (routed_build / ship.CARD).read_text()
+    assert "{" not in card.replace("{w}", "")  # every placeholder was filled
+    assert card.startswith("# routed\n\nplain with a router in front")
+    assert "| `..` (default) | plain ([its card](../MODEL_CARD.md)):" in card
+    lines = card.splitlines()
+    headers = [line for line in lines if line.startswith("| skill |")]
+    assert headers[:2] == [
+        "| skill | first turn | follow-up | trained phrasings |",
+        "| skill | 8 steps | 16 steps | 32 steps | 16 steps, follow-up "
+        "| 16 steps, trained phrasings | in reading order |",
+    ]
+    # the router's pass on top of each step budget, as the answers count it
+    assert "| forward passes per answer | 9 | 17 | 33 | 17 | 17 | |" in lines
+    assert "in 1 pass on a 12-token canvas" in card
+    # which model answered: the shipped router sends number questions to the expert
+    routes = lines[lines.index(headers[0]) : lines.index(headers[1])]
+    assert "| addition | default | default | default |" in routes
+    assert "| ordering | numbers | numbers | numbers |" in routes
+    for skill in SKILLS:
+        assert sum(line.startswith(f"| {skill} |") for line in lines) >= 2
+    assert "## When it is not sure" in card and "| **all** |" in card
+    assert f"Below **{engine.unsure_below:.3f}** (`unsure_below`\nin `routing.json`)" in card
+    assert "the default's is plain's, chosen by its own ship" in card  # not re-chosen
+    assert "unsure_below" in capsys.readouterr().out
