@@ -103,18 +103,20 @@ def card_section(
     validation: Sequence[tuple[float, bool]],
     held_out: Evaluation,
     validation_per_skill: int = VALIDATION_PER_SKILL,
+    stored_in: tuple[str, str] = ("answer.unsure_below", "config.json"),
 ) -> str:
     """The model card's section (its heading included): the rule, the threshold, the
-    validation figures and the held-out catches per skill."""
+    validation figures and the held-out catches per skill. ``stored_in``: the setting
+    and the file the engine reads the threshold from (a routed build keeps its own in
+    ``routing.json``)."""
     chosen = Catches.of(validation, threshold)
     lines = [
         HEADING,
         "",
         "Every answer carries a confidence taken from the denoising itself: the product of",
         "the probabilities the model gave the spoken answer's tokens, and the end token after",
-        "them, at the passes that committed them. Below "
-        f"**{threshold:.3f}** (`answer.unsure_below`",
-        "in `config.json`) the assistant says it is not sure instead of the answer. The",
+        f"them, at the passes that committed them. Below **{threshold:.3f}** (`{stored_in[0]}`",
+        f"in `{stored_in[1]}`) the assistant says it is not sure instead of the answer. The",
         "threshold catches the most wrong answers net of the right ones it hides, on the",
         f"validation draws ({validation_per_skill} questions per skill, seeds "
         f"{' and '.join(map(str, VALIDATION_SEEDS))}, 16 steps):",

@@ -419,20 +419,11 @@ def write_routed_card(
         per_skill=accuracy["per_skill"],
         routes=routes_table(routed),
         accuracy=section.format(**accuracy),
-        unsure=routed_unsure(accuracy["unsure"]),
+        unsure=accuracy["unsure"],
     )
     path = target / CARD
     path.write_text(card, encoding="utf-8")
     return path
-
-
-def routed_unsure(section: str) -> str:
-    """The unsure section, naming where a routed build keeps its threshold."""
-    plain, routed = (
-        "(`answer.unsure_below`\nin `config.json`)",
-        f"(`unsure_below`\nin `{ROUTING_FILE}`)",
-    )
-    return section.replace(plain, routed)
 
 
 def ship_routed(args: argparse.Namespace) -> int:
@@ -443,7 +434,10 @@ def ship_routed(args: argparse.Namespace) -> int:
     results, in_order = measure(engine, args.per_skill, args.in_order_per_skill)
     router_passes, per_answer = counted_passes(engine)
     routed = routes(engine, args.per_skill)
-    unsure = card_section(engine.unsure_below, judged, results[1], args.unsure_per_skill)
+    unsure = card_section(
+        engine.unsure_below, judged, results[1], args.unsure_per_skill,
+        stored_in=("unsure_below", ROUTING_FILE),
+    )  # fmt: skip
     accuracy = accuracy_fields(
         results, (in_order, args.in_order_per_skill), args.per_skill, unsure, per_answer
     )
