@@ -282,15 +282,20 @@ class Transcriber:
         heard = self._short_decoder().hypotheses(audio, count)
         return heard[0] if heard is not None else []
 
-    def short_window_encoding(self, samples: np.ndarray) -> tuple[np.ndarray, list[int]]:
-        """What the decoder reads for a short clip: the encoder's output, (frames, width),
-        and the prompt's token ids (the domain prompt, start of transcript): the inputs a
-        decoder fine-tune trains on (models/whisper_quicksilver)."""
+    def short_window_encoding(self, samples: np.ndarray) -> np.ndarray:
+        """What the decoder reads of a short clip: the encoder's output, (frames, width).
+        With :attr:`decoder_prompt`, the inputs a decoder fine-tune trains on
+        (models/whisper_quicksilver)."""
         audio = as_samples(samples)
         if not self._use_short_window(audio):
             raise ValueError("the clip is too long for the short window (or no language is set)")
-        decoder = self._short_decoder()
-        return np.array(decoder.encode(audio))[0], list(decoder.prompt)
+        return np.array(self._short_decoder().encode(audio))[0]
+
+    @property
+    def decoder_prompt(self) -> list[int]:
+        """The token ids a short clip's decoding starts from: the domain prompt (if any),
+        then the start of the transcript."""
+        return list(self._short_decoder().prompt)
 
     def transcribe(self, samples: np.ndarray, *, speech_checked: bool = False) -> str:
         """The transcript of a 16 kHz mono clip; "" when it holds no speech."""

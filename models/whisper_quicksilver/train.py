@@ -36,6 +36,7 @@ from quicksilver.audio.textnorm import spoken_numbers_to_digits
 from quicksilver.models.reasoner_tiny.corpus import held_out_set, is_held_out, training_items
 from quicksilver.models.reasoner_tiny.normalise import SCALES, TENS, UNITS, normalise_spoken
 from safetensors.torch import save_file
+from tokenizers import Tokenizer
 
 from .ct2_format import read_model
 from .decoder import LINEARS, LoraConfig, WhisperDecoder
@@ -164,7 +165,7 @@ def _make_clips(job: tuple[int, int, Recipe]) -> list[tuple[np.ndarray, str, str
             continue
         if rng.random() < NOISE_SHARE:
             audio = with_noise(audio, rng.uniform(10, 30), seed=index)
-        encoded, _ = transcriber.short_window_encoding(audio)
+        encoded = transcriber.short_window_encoding(audio)
         out.append((encoded.astype(np.float16), target_text(text), speaker.name))
     return out
 
@@ -181,21 +182,12 @@ def make_clips(recipe: Recipe, workers: int = 2) -> list[tuple[np.ndarray, str, 
     return clips
 
 
-def _prompts() -> tuple[list[int], list[int], object]:
-    """The decoder prompt with the domain prompt and without, and the tokenizer."""
-    from tokenizers import Tokenizer
-
+def _prompts() -> tuple[list[int], list[int], Tokenizer]:
+    """The decoder prompt with the domain prompt and without, and Whisper's tokenizer."""
     with_prompt = Transcriber("tiny.en", device="cpu", cpu_threads=1)
-    without = Transcriber(
-        "tiny.en", device="cpu", cpu_threads=1, options=SttOptions(initial_prompt=None)
-    )
-    silence = np.zeros(16000, np.float32)
-    tokenizer = Tokenizer.from_file(str(bundled_model_path() / "tokenizer.json"))
-    return (
-        with_prompt.short_window_encoding(silence)[1],
-        without.short_window_encoding(silence)[1],
-        tokenizer,
-    )
+    options = SttOptions(initial_prompt=None)
+    without = Transcriber("tiny.en", device="cpu", cpu_threads=1, options=options)
+    return with_prompt.decoder_prompt, without.decoder_prompt, with_prompt.model.hf_tokenizer
 
 
 def batches(
@@ -203,7 +195,7 @@ def batches(
     recipe: Recipe,
     epoch: int,
     prompts: tuple[list[int], list[int]],
-    tokenizer: object,
+    tokenizer: Tokenizer,
     eot: int,
 ):
     """Batches of (tokens, audio, audio mask, target mask), shuffled per epoch."""

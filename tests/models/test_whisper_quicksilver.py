@@ -30,8 +30,8 @@ def base():
 def heard(espeak):
     """The encoder's output and the decoder prompt for a spoken question."""
     transcriber = Transcriber(device="cpu", cpu_threads=1)
-    encoded, prompt = transcriber.short_window_encoding(as_utterance(espeak(QUESTION)))
-    return transcriber, encoded, prompt
+    encoded = transcriber.short_window_encoding(as_utterance(espeak(QUESTION)))
+    return transcriber, encoded, transcriber.decoder_prompt
 
 
 def test_model_bin_round_trips_byte_for_byte(base):
