@@ -16,7 +16,7 @@ SHIPPED = {
     # in front: a routed checkpoint whose default model is reasoner-tiny itself
     "reasoner-tiny-routed": HERE / "reasoner_tiny" / "routed",
 }
-BUNDLED = "reasoner-tiny"
+BUNDLED = "reasoner-tiny-routed"
 
 # Open diffusion language models for users with a GPU (Hugging Face ids), registered by
 # name in pyproject.toml; any other hub id of a family engine.hub reads works as well.

@@ -40,7 +40,7 @@ import torch
 from quicksilver.engine import Engine, RoutedEngine, SamplerConfig
 from quicksilver.engine.api import ROUTING_FILE
 from quicksilver.engine.routing import Routing
-from quicksilver.models import SHIPPED
+from quicksilver.models import BUNDLED, SHIPPED
 
 from .confidence import VALIDATION_PER_SKILL, card_section, choose_threshold, validation_judged
 from .corpus import held_out_set
@@ -239,6 +239,7 @@ def write_card(
     chosen, validation = sampler_choice
     tried = ", ".join(f"{name} {mean:.1%}" for name, mean in validation.items())
     card = TEMPLATE.read_text(encoding="utf-8").format(
+        role=role_sentence(shipped_name(folder)),
         parameters=f"{config.parameter_count() / 1e6:.1f}M",
         layers=config.n_layers,
         d_model=config.d_model,
@@ -319,6 +320,16 @@ def shipped_name(folder: Path) -> str:
         if path.resolve() == folder.resolve():
             return name
     return folder.resolve().name
+
+
+def role_sentence(name: str) -> str:
+    """Whether a build is Quicksilver's default (the one ``bundled`` names), for its card."""
+    if name == BUNDLED:
+        return (
+            "It is Quicksilver's default: `quicksilver ask`, the assistant and "
+            '`Engine.load("bundled")` answer with it.'
+        )
+    return f"`quicksilver ask --model {name}` answers with it; the default is {BUNDLED}."
 
 
 def shape(engine: Engine) -> str:
@@ -411,6 +422,7 @@ def write_routed_card(
     name = shipped_name(folder)
     card = ROUTED_TEMPLATE.read_text(encoding="utf-8").format(
         name=name,
+        role=role_sentence(name),
         default_name=shipped_name(folder / routing.default),
         experts=", ".join(f"{n} ({', '.join(FAMILIES.get(n, ()))})" for n in engine.experts)
         or "none",

@@ -211,7 +211,8 @@ def test_every_layer_reaches_ask(tmp_path, how, args, env_extra, config):
     result = quicksilver(*args, "what is 6 times 7", env=env)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert report["steps"] == report["forward_passes"] == 8, how
+    assert report["steps"] == 8, how
+    assert report["forward_passes"] == 8 + report.get("router_passes", 0), how
 
 
 def test_ask_and_eval_refuse_bad_settings_before_loading_a_model(tmp_path):

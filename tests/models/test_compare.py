@@ -6,7 +6,7 @@ import dataclasses
 import shutil
 
 import pytest
-from quicksilver.models import bundled
+from quicksilver.models import reasoner_tiny_folder
 from quicksilver.models.reasoner_tiny.blend import load
 from quicksilver.models.reasoner_tiny.compare import Candidate, candidates, main, measure
 from quicksilver.models.reasoner_tiny.corpus import SKILLS
@@ -37,7 +37,7 @@ def test_a_met_target_that_a_candidate_falls_below_is_named():
 
 
 def test_the_shipped_build_is_measured_on_every_skill():
-    shipped = measure("shipped", load(bundled()), per_skill=2, seeds=[7])
+    shipped = measure("shipped", load(reasoner_tiny_folder()), per_skill=2, seeds=[7])
     assert set(shipped.accuracy) == set(SKILLS)
     assert shipped.mean > 0.3  # an untrained model answers none of them (test_reasoner)
 
@@ -46,9 +46,20 @@ def test_the_command_prints_one_column_per_candidate(tmp_path, capsys):
     """A copy of the shipped build and its blend with the build are the build itself: they
     lose no met target."""
     copy = tmp_path / "copy"
-    shutil.copytree(bundled(), copy)
+    shutil.copytree(reasoner_tiny_folder(), copy)
     assert (
-        main([str(bundled()), str(copy), "--shares", "0.5", "--per-skill", "1", "--seeds", "7"])
+        main(
+            [
+                str(reasoner_tiny_folder()),
+                str(copy),
+                "--shares",
+                "0.5",
+                "--per-skill",
+                "1",
+                "--seeds",
+                "7",
+            ]
+        )
         == 0
     )
     lines = capsys.readouterr().out.splitlines()

@@ -21,7 +21,7 @@ WRONG = {
 
 @pytest.fixture(scope="module")
 def engine() -> Engine:
-    return Engine.load("bundled", device="cpu")
+    return Engine.load("reasoner-tiny", device="cpu")
 
 
 def test_the_shipped_threshold_is_read_from_its_config(engine):

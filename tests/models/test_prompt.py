@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from quicksilver.engine import Engine
 from quicksilver.engine.checkpoints import load_checkpoint
-from quicksilver.models import bundled
+from quicksilver.models import reasoner_tiny_folder
 from quicksilver.models.reasoner_tiny import corpus
 from quicksilver.models.reasoner_tiny.normalise import normalise_spoken
 from quicksilver.models.reasoner_tiny.prompt import BEFORE_SLOTS, REASONER_TINY, date_context
@@ -78,7 +78,7 @@ def test_a_build_folder_written_before_preparations_had_names_keeps_its_prompts(
     tmp_path, switches, preparation
 ):
     folder = tmp_path / "old-build"
-    shutil.copytree(bundled(), folder)
+    shutil.copytree(reasoner_tiny_folder(), folder)
     config = json.loads((folder / "config.json").read_text())
     del config["chat_template"]["preparation"]
     config["chat_template"].update(switches)

@@ -14,14 +14,14 @@ from ..engine.test_hub import cached_hub_model, load_in_a_fresh_process
 def test_registered_names_resolve_through_entry_points(tmp_path, monkeypatch):
     folder = tmp_path / "tiny"
     Engine.random(tiny_config(), seed=0).save(folder)
-    monkeypatch.setitem(models.SHIPPED, "reasoner-tiny", folder)
+    monkeypatch.setitem(models.SHIPPED, models.BUNDLED, folder)
     assert resolve_checkpoint("bundled") == folder
-    assert resolve_checkpoint("reasoner-tiny") == folder
+    assert resolve_checkpoint(models.BUNDLED) == folder
     assert Engine.load("bundled").model.config == tiny_config()
 
 
 def test_a_model_without_weights_says_how_to_build_it(tmp_path, monkeypatch):
-    monkeypatch.setitem(models.SHIPPED, "reasoner-tiny", tmp_path)
+    monkeypatch.setitem(models.SHIPPED, models.BUNDLED, tmp_path)
     with pytest.raises(
         FileNotFoundError, match=r"not built .* quicksilver\.models\.reasoner_tiny\.ship"
     ):

@@ -121,7 +121,9 @@ def test_the_shipped_routed_build_sends_number_questions_to_its_expert():
     engine = Engine.load("reasoner-tiny-routed", device="cpu")
     general = Engine.load("reasoner-tiny", device="cpu")
     assert isinstance(engine, RoutedEngine) and set(engine.experts) == {"numbers"}
-    assert engine.route_above is not None and engine.unsure_below is not None
+    stored = json.loads((SHIPPED / "routed" / "routing.json").read_text())
+    assert engine.route_above == stored["route_above"] is not None
+    assert engine.unsure_below == stored["unsure_below"] is not None  # its own, not the default's
     # its default model is the general one, read from its own folder (not a copy)
     assert (SHIPPED / "routed" / "routing.json").is_file()
     assert not (SHIPPED / "routed" / "default").exists()

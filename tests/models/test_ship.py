@@ -36,6 +36,7 @@ def test_ship_writes_fp16_weights_and_a_card_of_measured_figures(tmp_path, capsy
     card = (target / ship.CARD).read_text()
     assert "{" not in card.replace("{w}", "")  # every placeholder was filled
     assert "7 steps of batch 4" in card
+    assert "answers with it; the default is reasoner-tiny-routed." in card  # a trial build
     header = next(line for line in card.splitlines() if line.startswith("| skill |"))
     assert header == (
         "| skill | 8 steps | 16 steps | 32 steps | 16 steps, follow-up "
@@ -136,6 +137,7 @@ def test_a_routed_build_is_measured_whole_and_shipped_where_it_lies(routed_build
     card = (routed_build / ship.CARD).read_text()
     assert "{" not in card.replace("{w}", "")  # every placeholder was filled
     assert card.startswith("# routed\n\nplain with a router in front")
+    assert "`quicksilver ask --model routed` answers with it; the default is" in card
     assert "| `..` (default) | plain ([its card](../MODEL_CARD.md)):" in card
     lines = card.splitlines()
     headers = [line for line in lines if line.startswith("| skill |")]

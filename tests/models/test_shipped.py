@@ -1,4 +1,5 @@
-"""The shipped reasoner-tiny: it loads by name, answers, and travels inside the package."""
+"""The default brain, reasoner-tiny-routed (reasoner-tiny behind a router, with a numbers
+expert): it loads by name, answers, and travels inside the package."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import sys
 
 import pytest
 from quicksilver.engine import Engine
-from quicksilver.models import bundled
+from quicksilver.engine.routing import RoutedEngine
+from quicksilver.models import BUNDLED, bundled
 from quicksilver.models.reasoner_tiny.corpus import ABILITIES, CHAT, REFUSAL, held_out_set
+from quicksilver.models.reasoner_tiny.ship import role_sentence
 
 QUICKSILVER = [sys.executable, "-m", "quicksilver.ui.cli"]  # as installed, whatever PATH says
 CONTEXT = {"role": "system", "content": "Today is Monday, November 30, 2026."}
@@ -51,13 +54,20 @@ def engine() -> Engine:
     return Engine.load("bundled")
 
 
-def test_bundled_is_the_shipped_folder(engine):
-    assert (bundled() / "model.safetensors").is_file()
-    assert (bundled() / "MODEL_CARD.md").is_file()
-    assert (bundled() / "model.safetensors").stat().st_size < 40 * 2**20
-    assert engine.model.config.parameter_count() > 1_000_000
-    assert not engine.model.config.prompt_sees_reply  # its prompt cache is exact
-    assert engine.sampler.steps == 16 and engine.sampler.padding_threshold is not None
+def test_bundled_is_the_routed_build_with_its_card_and_small_weights(engine):
+    assert BUNDLED == "reasoner-tiny-routed" and isinstance(engine, RoutedEngine)
+    assert (bundled() / "routing.json").is_file()
+    # the cards say which build is the default, as the ship script writes it
+    assert role_sentence(BUNDLED) in (bundled() / "MODEL_CARD.md").read_text()
+    assert role_sentence("reasoner-tiny") in (bundled().parent / "MODEL_CARD.md").read_text()
+    # the router, the expert and the general model (the routed folder's parent) together
+    weights = [bundled() / "router", *(bundled() / "experts").iterdir(), bundled().parent]
+    sizes = [(folder / "model.safetensors").stat().st_size for folder in weights]
+    assert len(sizes) == 3 and sum(sizes) < 50 * 2**20  # small enough for the wheel
+    for model in (engine.default, *engine.experts.values()):
+        assert model.model.config.parameter_count() > 1_000_000
+        assert not model.model.config.prompt_sees_reply  # its prompt cache is exact
+        assert model.sampler.steps == 16 and model.sampler.padding_threshold is not None
 
 
 @pytest.mark.parametrize("question", sorted(ANSWERS))
@@ -70,7 +80,8 @@ def test_spoken_answers_hold_no_markup_and_keep_the_step_budget(engine):
     for items in held_out_set(per_skill=2, seed=5).values():
         answer = engine.answer(items[0].messages(), steps=16)
         assert "<|" not in answer.text and "░" not in answer.text
-        assert answer.steps == 16 and 1 <= answer.forward_passes <= 16
+        assert answer.steps == 16 and answer.router_passes == 1
+        assert 1 <= answer.forward_passes - answer.router_passes <= 16
 
 
 def test_ask_json_with_the_shipped_model():
@@ -83,8 +94,10 @@ def test_ask_json_with_the_shipped_model():
     )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert set(data) == {"answer", "thinking", "steps", "forward_passes", "latency_ms"}
-    assert data["forward_passes"] == data["steps"] == 16
+    figures = {"answer", "thinking", "steps", "forward_passes", "latency_ms"}
+    assert set(data) == figures | {"expert", "router_passes"}
+    assert data["steps"] == 16 and data["expert"] == "default" and data["router_passes"] == 1
+    assert data["forward_passes"] == data["steps"] + data["router_passes"]
     assert data["answer"] == ABILITIES
 
 
