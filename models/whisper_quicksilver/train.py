@@ -33,7 +33,13 @@ import torch.nn.functional as F
 from quicksilver.audio.stt import SttOptions, Transcriber, bundled_model_path
 from quicksilver.audio.synthetic_speech import Speaker, as_utterance, with_noise
 from quicksilver.audio.textnorm import spoken_numbers_to_digits
-from quicksilver.models.reasoner_tiny.corpus import held_out_set, is_held_out, training_items
+from quicksilver.models.reasoner_tiny.corpus import (
+    SKILLS,
+    Item,
+    held_out_set,
+    is_held_out,
+    training_items,
+)
 from quicksilver.models.reasoner_tiny.normalise import SCALES, TENS, UNITS, normalise_spoken
 from safetensors.torch import save_file
 from tokenizers import Tokenizer
@@ -70,6 +76,7 @@ class Recipe:
     no_prompt_share: float = 0.15  # some clips without the domain prompt, as a user may run
     random_share: float = 0.15  # clips that say random English words and a number
     swap_share: float = 0.2  # questions with one word swapped for a random one
+    word_share: float = 0.0  # letter questions asked about a random English word instead
 
 
 def speaker_for(rng: random.Random) -> Speaker:
@@ -82,7 +89,8 @@ def speaker_for(rng: random.Random) -> Speaker:
     return Speaker(f"espeak {voice} {wpm}", "espeak", voice, wpm, pitch)
 
 
-_NUMBER_WORD = "|".join(sorted(set(UNITS) - {"oh"} | set(TENS) | set(SCALES), key=len)[::-1])
+NUMBER_WORDS = frozenset(UNITS) | frozenset(TENS) | frozenset(SCALES)  # written as digits
+_NUMBER_WORD = "|".join(sorted(NUMBER_WORDS - {"oh"}, key=len)[::-1])
 # A number said in words: number words joined by spaces, hyphens or "and", with a
 # decimal part ("zero point six"); "one" after "which" or "the" is a pronoun, not a number.
 _BEFORE_PRONOUN_ONE = {"which", "the", "this", "that", "each", "any", "every", "no", "a"}
@@ -118,12 +126,19 @@ def held_out_words() -> frozenset[str]:
 
 @functools.cache
 def vocabulary_words() -> tuple[str, ...]:
-    """English words Whisper writes as one token (with and without a capital), none
-    held out: what a made-up sentence is drawn from."""
+    """English words Whisper writes as one token (with and without a capital) and
+    Webster's dictionary lists, none held out: what a made-up sentence, or a letter
+    question about any word, is drawn from. The dictionary (``english-words``' public
+    domain web2 list, the ``train`` extra) keeps out tokens that are word pieces
+    ("instr", "satisf"), which a speaker cannot say."""
+    from english_words import get_english_words_set
+
+    dictionary = get_english_words_set(["web2"], lower=True, alpha=True)
     vocab = json.loads((bundled_model_path() / "tokenizer.json").read_text())["model"]["vocab"]
     return tuple(sorted(
         token[1:] for token in vocab
         if re.fullmatch(r"Ġ[a-z]{4,12}", token) and "Ġ" + token[1:].capitalize() in vocab
+        and token[1:] in dictionary and token[1:] not in NUMBER_WORDS
         and not is_held_out("word:" + token[1:]) and token[1:] not in held_out_words()
     ))  # fmt: skip
 
@@ -148,6 +163,22 @@ def spoken_text(question: str, rng: random.Random, recipe: Recipe) -> str:
     return question
 
 
+LETTER_SKILLS = ("letter count", "spelling", "backwards", "first/last letter")
+
+
+def with_any_word(item: Item, rng: random.Random, recipe: Recipe) -> Item:
+    """A letter question asked again about a random English word (``word_share`` of them).
+
+    The corpus spells a few hundred words; a user asks about any word, and a decoder that
+    only heard those writes the nearest one it knows ("turtle" as "total"). The words are
+    drawn from :func:`vocabulary_words`, so no held-out word is said.
+    """
+    if item.skill not in LETTER_SKILLS or rng.random() >= recipe.word_share:
+        return item
+    word = rng.choice(vocabulary_words())
+    return SKILLS[item.skill][0](rng, False, word=word)
+
+
 def _make_clips(job: tuple[int, int, Recipe]) -> list[tuple[np.ndarray, str, str]]:
     """Clips ``start``..``stop`` of the set: (encoder output as float16, text, speaker)."""
     start, stop, recipe = job
@@ -159,7 +190,7 @@ def _make_clips(job: tuple[int, int, Recipe]) -> list[tuple[np.ndarray, str, str
     for index, item in zip(range(start, stop), items, strict=True):
         rng = random.Random(f"clip:{seed}:{index}")
         speaker = speaker_for(rng)
-        text = spoken_text(item.question, rng, recipe)
+        text = spoken_text(with_any_word(item, rng, recipe).question, rng, recipe)
         audio = as_utterance(speaker.say(text))
         if audio.size < 1600:
             continue
@@ -297,10 +328,15 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=Recipe.learning_rate)
     parser.add_argument("--seed", type=int, default=Recipe.seed)
     parser.add_argument("--threads", type=int, default=2, help="torch threads for training")
+    parser.add_argument("--workers", type=int, default=2, help="processes making clips")
     parser.add_argument("--layers", default=",".join(Recipe.layers),
                         help=f"adapted linear layers, of: {', '.join(LINEARS)}")  # fmt: skip
     parser.add_argument("--random-share", type=float, default=Recipe.random_share)
     parser.add_argument("--swap-share", type=float, default=Recipe.swap_share)
+    parser.add_argument(
+        "--word-share", type=float, default=Recipe.word_share,
+        help="share of letter questions asked about a random English word",
+    )  # fmt: skip
     parser.add_argument(
         "--cache", type=Path, nargs="*", default=[],
         help="encoded clip sets (.npz): those that exist are read and trained on together, "
@@ -310,14 +346,14 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     recipe = Recipe(clips=args.clips, seed=args.seed, rank=args.rank, learning_rate=args.lr,
                     epochs=args.epochs, random_share=args.random_share,
-                    swap_share=args.swap_share,
+                    swap_share=args.swap_share, word_share=args.word_share,
                     layers=tuple(args.layers.split(",")))  # fmt: skip
     clips = []
     for cache in args.cache:
         if cache.is_file():
             clips.extend(read_clips(cache))
     if len(clips) == 0 or not all(cache.is_file() for cache in args.cache):
-        made = make_clips(recipe)
+        made = make_clips(recipe, args.workers)
         missing = [cache for cache in args.cache if not cache.is_file()]
         if missing:
             write_clips(missing[0], made)

@@ -15,7 +15,16 @@ from quicksilver.audio.synthetic_speech import as_utterance
 from quicksilver.models.whisper_quicksilver.ct2_format import model_bytes, read_model
 from quicksilver.models.whisper_quicksilver.decoder import LoraConfig, WhisperDecoder
 from quicksilver.models.whisper_quicksilver.merge import ADAPTER, build_model, merge_adapter
-from quicksilver.models.whisper_quicksilver.train import Recipe, batches, loss_of, target_text
+from quicksilver.models.whisper_quicksilver.train import (
+    LETTER_SKILLS,
+    Recipe,
+    batches,
+    held_out_words,
+    loss_of,
+    target_text,
+    vocabulary_words,
+    with_any_word,
+)
 from safetensors.numpy import save_file
 
 QUESTION = "What is twelve plus nine?"
@@ -152,6 +161,35 @@ def test_the_shipped_name_loads_the_fine_tuned_model(tmp_path, monkeypatch, espe
 def test_targets_are_written_as_whisper_writes_numbers():
     assert target_text("what is three hundred and five plus ninety?") == "What is 305 plus 90?"
     assert target_text(" how many r's are in strawberry") == "How many r's are in strawberry"
+
+
+def test_letter_questions_can_be_asked_about_any_word_never_a_held_out_one():
+    import random
+    import re
+
+    from quicksilver.models.reasoner_tiny.corpus import WORDS, is_held_out, training_items
+
+    words = vocabulary_words()
+    assert {"instr", "satisf", "thousand"}.isdisjoint(words)  # pieces and numbers are not
+    assert {"garden", "purple", "thunder"} <= set(words)  # said words; none held out:
+    assert not any(is_held_out("word:" + w) for w in words) and held_out_words().isdisjoint(words)
+    items = training_items(400, seed=3, augment=False)
+    rng = random.Random(0)
+    every = [with_any_word(item, rng, Recipe(word_share=1.0)) for item in items]
+    none = [with_any_word(item, rng, Recipe(word_share=0.0)) for item in items]
+    assert none == items
+    asked_words = []
+    for before, after in zip(items, every, strict=True):
+        assert after.skill == before.skill
+        if before.skill not in LETTER_SKILLS:
+            assert after is before
+            continue
+        asked = re.match(r"(\w+) (?:is spelled|backwards is)", after.answer) or re.search(
+            r" (?:in|of) (\w+)(?: is [A-Z])?\.$", after.answer
+        )
+        asked_words.append(asked.group(1).lower())
+        assert asked_words[-1] in words and asked_words[-1] in after.question.lower()
+    assert len(asked_words) > 50 and len(set(asked_words) - set(WORDS)) > 0.9 * len(asked_words)
 
 
 def test_training_batches_score_the_transcript_and_nothing_else(base):
