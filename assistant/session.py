@@ -398,8 +398,8 @@ class Session:
         """Is the question over at this pause, now that its words are known? The
         listener waits up to ``max_pause_ms`` for a verdict. Words that break off
         ("… times") keep that wait; whole words that the turn model hears as finished
-        end the question now; anything else waits the usual hang-over (see
-        ``audio/turn.py``)."""
+        end the question now; whole words it is unsure of wait ``whole_pause_ms`` (or
+        the hang-over, if shorter); no words, the hang-over (see ``audio/turn.py``)."""
         if self._speculation is not turn or self._listener is None:
             return
         if turn.transcript and unfinished(turn.transcript):
@@ -421,7 +421,11 @@ class Session:
             self._listener.end_pause(turn.pause)  # the ear closes the utterance too
             self._answer_utterance(turn)
         else:
-            self._listener.limit_pause(turn.pause, self.settings.hangover_ms)
+            settings = self.settings
+            limit = settings.hangover_ms
+            if turn.transcript:  # whole words: a flat voice need not wait the hang-over
+                limit = min(limit, settings.whole_pause_ms)
+            self._listener.limit_pause(turn.pause, limit)
 
     def _drop_speculation(self) -> None:
         if self._speculation is not None:

@@ -70,6 +70,11 @@ FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
         "help": "silence allowed inside a question that breaks off (\"… times\") before "
         f"it ends anyway (default {Settings.max_pause_ms})",
     }),
+    "whole_pause_ms": ("--whole-pause-ms", {
+        "type": int, "metavar": "MS",
+        "help": "silence that ends a question whose words read whole when its sound is not "
+        f"judged finished (default {Settings.whole_pause_ms}; --hangover-ms if shorter)",
+    }),
     "question_model": ("--no-question-model", {
         "action": "store_false",
         "help": "take Whisper's first hypothesis as heard, instead of letting the model's "
@@ -83,7 +88,7 @@ FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "unsure_below": ("--unsure-below", {
         "type": float, "metavar": "P",
         "help": "say \"I'm not sure\" instead of an answer whose confidence (0 to 1) is "
-        "below P; 0 turns it off (default: the model's own, 0.92 for the shipped one)",
+        "below P; 0 turns it off (default: the model's own, 0.894 for the shipped one)",
     }),
     "instructions": ("--instructions", {
         "metavar": "TEXT",

@@ -146,6 +146,32 @@ async def test_a_finished_question_ends_at_its_pause_not_after_the_hang_over(
         assert metrics.endpoint_ms >= 2000
 
 
+@pytest.mark.parametrize("whole_pause_ms", [300, 5000])
+async def test_whole_words_the_ear_is_unsure_of_end_after_the_whole_pause(
+    espeak, reasoner, transcriber, voice, whole_pause_ms
+):
+    """espeak's flat "what is seventeen times three" does not sound finished to Smart
+    Turn, but its words are whole: ``whole_pause_ms`` of silence ends it, unless the
+    hang-over is shorter."""
+    from quicksilver.audio.turn import SmartTurn
+
+    question = espeak("What is seventeen times three?")
+    heard = np.concatenate([silence(1.0), question, silence(0.1)])
+    assert SmartTurn().probability(heard) < 0.5  # the ear is unsure of this voice
+    session, mic, _ = voice_session(
+        reasoner, transcriber, voice, hangover_ms=2000, whole_pause_ms=whole_pause_ms
+    )
+    async with running(session) as events:
+        mic.say(question)
+        metrics = await events.wait_for(TurnMetrics)
+    (final,) = events.of(FinalTranscript)
+    assert {"17", "3"} <= digits_in(final.text), final.text
+    if whole_pause_ms < 2000:
+        assert whole_pause_ms <= metrics.endpoint_ms < 2000
+    else:
+        assert metrics.endpoint_ms >= 2000
+
+
 async def test_a_pause_inside_a_question_that_breaks_off_does_not_end_it(
     espeak, reasoner, transcriber, voice
 ):
