@@ -4,11 +4,12 @@ Each question is made with espeak-ng and fed to a real session (``build_session`
 as a microphone would deliver it: 32 ms frames at real-time pace, silence before and
 after. The clock starts at the true end of speech in that input (the last speech
 sample's due time) and stops when the first sample of the answer's audio is handed to
-the output, which plays in real time like a speaker. Three modes run side by side,
+the output, which plays in real time like a speaker. Four modes run side by side,
 interleaved question by question: judged pauses (the default: transcription and
-denoising begin after 200 ms of silence, and the question ends there when its words
-and sound are judged finished), early start with the fixed 500 ms endpoint
-(``semantic_turns`` off), and no early start at all. ``--compete`` runs a CPU-bound
+denoising begin after 100 ms of silence; the question ends there when its sound is
+judged finished, after ``whole_pause_ms`` when only its words are), judged pauses with
+the ear alone (whole words wait the 500 ms hang-over), early start with the fixed
+500 ms endpoint (``semantic_turns`` off), and no early start at all. ``--compete`` runs a CPU-bound
 process beside it all the while (the issue's "competing process").
 
     python -m benchmarks.latency [--steps 16] [--repeats 1] [--questions 12] [--compete]
@@ -223,11 +224,11 @@ async def run(args: argparse.Namespace) -> None:
             else:
                 models.speech[question] = espeak(question, Path(folder))
     print(f"models and speech ready in {time.perf_counter() - started:.1f} s")
+    early = {"steps": args.steps, "speculative_ms": args.speculative_ms}
     modes = {
-        "judged pause": Settings(steps=args.steps, speculative_ms=args.speculative_ms),
-        "early start": Settings(
-            steps=args.steps, speculative_ms=args.speculative_ms, semantic_turns=False
-        ),
+        "judged pause": Settings(**early),
+        "judged, ear alone": Settings(**early, whole_pause_ms=Settings.hangover_ms),
+        "early start": Settings(**early, semantic_turns=False),
         "at the endpoint": Settings(steps=args.steps, speculative_ms=0),
     }
     competitor = None
@@ -250,7 +251,7 @@ async def run(args: argparse.Namespace) -> None:
     for label, turns in results.items():
         print(report(label, turns))
     base = statistics.median(t.voice_to_voice_ms for t in results["at the endpoint"])
-    for label in list(modes)[:2]:
+    for label in list(modes)[:3]:
         p50 = statistics.median(t.voice_to_voice_ms for t in results[label])
         print(f"{label}: {base - p50:.0f} ms sooner at the median than at the endpoint "
               f"({p50 / base:.2f}x)")  # fmt: skip
