@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 from collections import Counter
 from pathlib import Path
@@ -117,10 +118,10 @@ def test_the_report_says_where_the_misses_went(fresh_router):
     assert lines[-1] == "sent to the wrong expert: 2 (13.3%)"
 
 
-def test_the_shipped_routed_build_sends_number_questions_to_its_expert():
+def test_the_shipped_routed_build_sends_each_family_to_its_expert():
     engine = Engine.load("reasoner-tiny-routed", device="cpu")
     general = Engine.load("reasoner-tiny", device="cpu")
-    assert isinstance(engine, RoutedEngine) and set(engine.experts) == {"numbers"}
+    assert isinstance(engine, RoutedEngine) and set(engine.experts) == {"numbers", "calendar"}
     stored = json.loads((SHIPPED / "routed" / "routing.json").read_text())
     assert engine.route_above == stored["route_above"] is not None
     assert engine.unsure_below == stored["unsure_below"] is not None  # its own, not the default's
@@ -131,6 +132,7 @@ def test_the_shipped_routed_build_sends_number_questions_to_its_expert():
         assert torch.equal(engine.default.model.state_dict()[name], tensor), name
     wanted = {
         "which is bigger 7 or 12": "numbers",
+        "what day is it tomorrow": "calendar",
         "hello": "default",
         "what is 17 times 3": "default",
     }
@@ -138,6 +140,9 @@ def test_the_shipped_routed_build_sends_number_questions_to_its_expert():
     answer = engine.answer("which is bigger 7 or 12")
     assert (answer.text, answer.expert) == ("12 is bigger than 7.", "numbers")
     assert answer.router_passes == 1
+    today = {"role": "system", "content": engine.date_context(datetime.date(2026, 12, 2))}
+    answer = engine.answer([today, {"role": "user", "content": "what day is it tomorrow"}])
+    assert (answer.text, answer.expert) == ("Tomorrow is Thursday, December 3, 2026.", "calendar")
 
 
 def test_dropped_words_never_take_the_operation():
