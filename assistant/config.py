@@ -63,7 +63,7 @@ class Settings:
     sound finished (the ear is unsure of many synthetic and flat voices) ends after
     ``whole_pause_ms`` of silence, when that is shorter than ``hangover_ms``.
     ``threads``: the CPU threads each of Whisper, Piper and the engine may use (0: half
-    the cores, at least one; see :func:`thread_budget`).
+    the cores, at least one, and every core for Piper; see :func:`thread_budget`).
     ``question_model``: let the model of what users ask that the engine's checkpoint
     ships (``questions.lm.json``) choose among Whisper's hypotheses; off, Whisper's own
     first choice stands (for questions far from the model's skills).
@@ -111,6 +111,14 @@ def thread_budget(threads: int = 0) -> int:
     overlapping the stages and any other program running, they preempt one another (an
     answer took 4-15 s instead of 0.3 s on 2 busy cores), so each gets a share."""
     return threads or max(1, (os.cpu_count() or 1) // 2)
+
+
+def voice_thread_budget(threads: int = 0) -> int:
+    """CPU threads for Piper: ``threads``, or for 0 every core. Piper speaks once Whisper
+    and the engine are done with the question, and its idle workers sleep rather than
+    spin, so it can take the whole CPU: its first sentence came 30% sooner on 2 cores
+    (BENCHMARKS.md, "Assistant: voice-to-voice latency")."""
+    return threads or max(1, os.cpu_count() or 1)
 
 
 FIELD_TYPES: dict[str, Any] = typing.get_type_hints(Settings)

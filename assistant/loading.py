@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import torch
-from quicksilver.assistant.config import Settings, thread_budget
+from quicksilver.assistant.config import Settings, thread_budget, voice_thread_budget
 from quicksilver.audio.language_model import FILE_NAME, QuestionModel
 from quicksilver.audio.stt import Transcriber
 from quicksilver.audio.tts import Voice
@@ -115,7 +115,8 @@ def load_question_model(engine_model: str) -> QuestionModel | None:
 
 
 def load_voice(voice: str, threads: int = 0) -> Voice:
-    budget = thread_budget(threads)
+    """The Piper voice, with its own thread budget (``voice_thread_budget``)."""
+    budget = voice_thread_budget(threads)
     return _load("voice", f"the Piper voice {voice!r}", lambda: Voice(voice, threads=budget))
 
 

@@ -22,6 +22,7 @@ DEFAULT_VOICE = "en_US-joe-medium"
 VOICES_VARIABLE = "QUICKSILVER_VOICES"  # one more folder to find voices in, searched first
 _MAX_PIECE_CHARS = 220  # longer sentences are split so no chunk takes long to synthesise
 _MAX_FIRST_PIECE_CHARS = 80  # the first piece is kept short: it decides time to first audio
+_FIRST_CLAUSE_CHARS = 40  # a longer first sentence is spoken from its first clause on
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?;:])[\"')\]]*\s+|\n+")
 _SPEAKABLE_RE = re.compile(r"\w")
 
@@ -75,27 +76,46 @@ def resolve_voice(voice: str | Path) -> Path:
 
 
 def split_sentences(
-    text: str, max_chars: int = _MAX_PIECE_CHARS, max_first_chars: int = _MAX_FIRST_PIECE_CHARS
+    text: str,
+    max_chars: int = _MAX_PIECE_CHARS,
+    max_first_chars: int = _MAX_FIRST_PIECE_CHARS,
+    first_clause_chars: int = _FIRST_CLAUSE_CHARS,
 ) -> list[str]:
     """Speakable sentences of ``text``, long ones cut at commas, then at spaces.
 
-    The first piece may hold at most ``max_first_chars``, the others ``max_chars``.
+    The first piece may hold at most ``max_first_chars``, the others ``max_chars``; a
+    first sentence longer than ``first_clause_chars`` that has a comma by then is cut
+    there ("I'm Quicksilver," then the rest): Piper's time grows with the audio it
+    makes, and the first piece's time is what the user waits in silence.
     """
     pieces: list[str] = []
     for sentence in _SENTENCE_END_RE.split(text):
         sentence = sentence.strip()
         while sentence:
-            limit = max_chars if pieces else max_first_chars
-            if len(sentence) <= limit:
-                cut = len(sentence)
+            if pieces:
+                cut = _cut(sentence, max_chars)
             else:
-                comma = sentence.rfind(", ", 0, limit)
-                cut = comma + 1 if comma > limit // 3 else sentence.rfind(" ", 0, limit)
-                cut = cut if cut > 0 else limit
+                cut = _cut(sentence, first_clause_chars, commas_only=True)
+                cut = cut or _cut(sentence, max_first_chars)
             piece, sentence = sentence[:cut].strip(), sentence[cut:].strip()
             if _SPEAKABLE_RE.search(piece):
                 pieces.append(piece)
     return pieces
+
+
+def _cut(sentence: str, limit: int, commas_only: bool = False) -> int | None:
+    """Where a piece of at most ``limit`` characters ends: the whole sentence if it fits,
+    else after its last comma past a third of the limit, else (unless ``commas_only``,
+    then ``None``) at its last space, else at the limit."""
+    if len(sentence) <= limit:
+        return len(sentence)
+    comma = sentence.rfind(", ", 0, limit)
+    if comma > limit // 3:
+        return comma + 1
+    if commas_only:
+        return None
+    space = sentence.rfind(" ", 0, limit)
+    return space if space > 0 else limit
 
 
 class Voice:

@@ -4,11 +4,12 @@ Each question is made with espeak-ng and fed to a real session (``build_session`
 as a microphone would deliver it: 32 ms frames at real-time pace, silence before and
 after. The clock starts at the true end of speech in that input (the last speech
 sample's due time) and stops when the first sample of the answer's audio is handed to
-the output, which plays in real time like a speaker. Four modes run side by side,
+the output, which plays in real time like a speaker. Five modes run side by side,
 interleaved question by question: judged pauses (the default: transcription and
 denoising begin after 100 ms of silence; the question ends there when its sound is
 judged finished, after ``whole_pause_ms`` when only its words are), judged pauses with
-the ear alone (whole words wait the 500 ms hang-over), early start with the fixed
+the ear alone (whole words wait the 500 ms hang-over), judged pauses with Piper on one
+thread (the other models' share) instead of every core, early start with the fixed
 500 ms endpoint (``semantic_turns`` off), and no early start at all. ``--compete`` runs a CPU-bound
 process beside it all the while (the issue's "competing process").
 
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from quicksilver.assistant.config import Settings
+from quicksilver.assistant.config import Settings, voice_thread_budget
 from quicksilver.assistant.events import AnswerReady, Event, FinalTranscript, TurnMetrics
 from quicksilver.assistant.factory import Wiring, build_session
 from quicksilver.assistant.loading import (
@@ -142,9 +143,13 @@ class Turn:
 class Models:
     engine: Engine
     transcriber: Transcriber
-    voice: Voice
+    voices: dict[int, Voice]  # by thread budget: the one a mode's settings give Piper
     turn: SmartTurn
     speech: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def voice(self) -> Voice:
+        return self.voices[voice_thread_budget(Settings.threads)]
 
 
 async def one_turn(models: Models, question: str, settings: Settings) -> Turn | None:
@@ -155,7 +160,7 @@ async def one_turn(models: Models, question: str, settings: Settings) -> Turn | 
         Wiring(log=False),
         engine=models.engine,
         transcriber=models.transcriber,
-        voice=models.voice,
+        voice=models.voices[voice_thread_budget(settings.threads)],
         microphone=source,
         output=output,
         turn_model=models.turn,
@@ -197,7 +202,7 @@ def report(label: str, turns: list[Turn]) -> str:
     v2v = [t.voice_to_voice_ms for t in turns]
     used = sum(t.metrics.speculative for t in turns)
     return (
-        f"{label:<18}{percentile(v2v, 50):>7.0f}{percentile(v2v, 90):>7.0f}"
+        f"{label:<24}{percentile(v2v, 50):>7.0f}{percentile(v2v, 90):>7.0f}"
         f"{median(turns, 'endpoint_ms'):>10}{median(turns, 'transcript_ms'):>12}"
         f"{median(turns, 'engine_ms'):>8}{median(turns, 'first_audio_ms'):>13}"
         f"{used:>7}/{len(turns)}"
@@ -210,7 +215,7 @@ async def run(args: argparse.Namespace) -> None:
     models = Models(
         load_engine(args.model, "cpu", threads),
         load_transcriber_for(Settings(model=args.model)),
-        load_voice(Settings().voice, threads),
+        {budget: load_voice(Settings().voice, budget) for budget in {1, voice_thread_budget()}},
         load_turn_model(threads),
     )
     questions = QUESTIONS[: args.questions]
@@ -228,6 +233,7 @@ async def run(args: argparse.Namespace) -> None:
     modes = {
         "judged pause": Settings(**early),
         "judged, ear alone": Settings(**early, whole_pause_ms=Settings.hangover_ms),
+        "judged, Piper 1 thread": Settings(**early, threads=1),
         "early start": Settings(**early, semantic_turns=False),
         "at the endpoint": Settings(steps=args.steps, speculative_ms=0),
     }
@@ -245,13 +251,13 @@ async def run(args: argparse.Namespace) -> None:
         f"{args.steps} denoising steps (ms; stages are medians)"
     )
     print(
-        f"{'mode':<18}{'p50':>7}{'p90':>7}{'endpoint':>10}{'transcript':>12}{'engine':>8}"
+        f"{'mode':<24}{'p50':>7}{'p90':>7}{'endpoint':>10}{'transcript':>12}{'engine':>8}"
         f"{'first audio':>13}{'early':>9}"
     )
     for label, turns in results.items():
         print(report(label, turns))
     base = statistics.median(t.voice_to_voice_ms for t in results["at the endpoint"])
-    for label in list(modes)[:3]:
+    for label in list(modes)[:-1]:
         p50 = statistics.median(t.voice_to_voice_ms for t in results[label])
         print(f"{label}: {base - p50:.0f} ms sooner at the median than at the endpoint "
               f"({p50 / base:.2f}x)")  # fmt: skip
@@ -272,7 +278,7 @@ async def measure(
                 results[label].append(turn)
                 if args.verbose:
                     print(
-                        f"  {label:<16} {turn.voice_to_voice_ms:6.0f} ms  heard {turn.heard!r}"
+                        f"  {label:<24} {turn.voice_to_voice_ms:6.0f} ms  heard {turn.heard!r}"
                         f" → {turn.answer!r}"
                     )
     return results

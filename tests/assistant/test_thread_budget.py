@@ -1,13 +1,20 @@
 """Whisper, Piper and the engine each get the settings' thread budget, not a thread per
-core: in one process on a small shared CPU the libraries' defaults preempt one another."""
+core: in one process on a small shared CPU the libraries' defaults preempt one another.
+Piper, which speaks once the others are done, takes every core unless told otherwise."""
 
 from __future__ import annotations
 
 import os
 
 import torch
-from quicksilver.assistant.config import Settings, load_settings, thread_budget
+from quicksilver.assistant.config import (
+    Settings,
+    load_settings,
+    thread_budget,
+    voice_thread_budget,
+)
 from quicksilver.assistant.factory import build_session
+from quicksilver.assistant.loading import load_voice
 from quicksilver.assistant.wiring import Wiring
 
 
@@ -16,6 +23,14 @@ def test_the_default_budget_is_half_the_cores():
     assert thread_budget(3) == 3
     settings, sources = load_settings({}, env={"QUICKSILVER_THREADS": "2"})
     assert settings.threads == 2 and sources["threads"] == "environment QUICKSILVER_THREADS"
+
+
+def test_piper_takes_every_core_unless_a_budget_is_set():
+    assert voice_thread_budget(0) == (os.cpu_count() or 1)
+    assert voice_thread_budget(3) == 3
+    voice = load_voice(Settings().voice, 0)
+    options = voice._piper.session.get_session_options()
+    assert options.intra_op_num_threads == (os.cpu_count() or 1)
 
 
 def test_the_session_gives_each_component_its_budget(tmp_path):

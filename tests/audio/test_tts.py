@@ -40,6 +40,22 @@ def test_5000_characters_start_quickly(voice):
     # how soon the first chunk comes is timed by python -m benchmarks.audio
 
 
+def test_a_long_first_sentence_is_spoken_from_its_first_clause():
+    """Piper's time grows with the audio it makes: the first piece is the first clause."""
+    identity = "I'm Quicksilver, a voice assistant that thinks with a diffusion language model."
+    assert split_sentences(identity) == [
+        "I'm Quicksilver,", "a voice assistant that thinks with a diffusion language model."
+    ]  # fmt: skip
+    later = "In 30 days it will be Friday, September 22, 2028. Anything else, then?"
+    assert split_sentences(later) == [
+        "In 30 days it will be Friday,", "September 22, 2028.", "Anything else, then?"
+    ]  # fmt: skip
+    for short in ("Apple is spelled A, P, P, L, E.", "12 plus 9 is 21."):
+        assert split_sentences(short) == [short]  # short enough whole
+    no_comma = "Seventeen times three is fifty-one and that is all there is to it today."
+    assert split_sentences(no_comma) == [no_comma]  # no clause to cut at: whole, as before
+
+
 def test_rate_and_volume():
     slow, fast = Voice(rate=0.8), Voice(rate=1.6, volume=0.5)
     text = "Seventeen times three is fifty-one."
