@@ -57,11 +57,10 @@ class Settings:
     conversation (after the date sentence, for models told the date); a model not
     trained to follow instructions (the shipped one) may not heed it.
     ``semantic_turns``: judge the end of a spoken question by its sound (Smart Turn) and
-    its words, not by silence alone: a question that sounds and reads finished is
-    answered at the first pause, one that breaks off ("… times") waits up to
-    ``max_pause_ms`` of silence for the rest, and one that reads whole but does not
-    sound finished (the ear is unsure of many synthetic and flat voices) ends after
-    ``whole_pause_ms`` of silence, when that is shorter than ``hangover_ms``.
+    its words, not by silence alone: one that breaks off ("… times") waits up to
+    ``max_pause_ms`` of silence for the rest; one that reads whole ends after
+    ``whole_pause_ms`` of silence (when that is shorter than ``hangover_ms``), or as
+    soon as its answer is ready to be spoken if it then sounds finished.
     ``threads``: the CPU threads each of Whisper, Piper and the engine may use (0: half
     the cores, at least one, and every core for Piper; see :func:`thread_budget`).
     ``question_model``: let the model of what users ask that the engine's checkpoint

@@ -346,11 +346,6 @@ class Session:
                 turn.clock.speech_ended = signal.silence_began
                 self._speculation = turn
                 self._start(turn)  # tasks[0]: the answer
-                if self._semantic() and self.turn_model is not None:
-                    turn.heard_finished = self._spawn(
-                        asyncio.to_thread(self.turn_model.probability, signal.audio)
-                    )
-                    turn.tasks.append(turn.heard_finished)
         elif isinstance(signal, Resumed):
             self._drop_speculation()
         elif isinstance(signal, Ended) and self._utterance is not None:
@@ -397,35 +392,41 @@ class Session:
     async def _judge_pause(self, turn: Turn) -> None:
         """Is the question over at this pause, now that its words are known? The
         listener waits up to ``max_pause_ms`` for a verdict. Words that break off
-        ("… times") keep that wait; whole words that the turn model hears as finished
-        end the question now; whole words it is unsure of wait ``whole_pause_ms`` (or
-        the hang-over, if shorter); no words, the hang-over (see ``audio/turn.py``)."""
+        ("… times") keep that wait; whole words end the question after
+        ``whole_pause_ms`` (or the hang-over, if shorter), or as soon as the answer is
+        ready to be spoken if the turn model then hears them as finished; no words, the
+        hang-over (see ``audio/turn.py``).
+
+        The ear listens only once the answer's first audio is ready, the moment its
+        verdict can make the answer come sooner: run beside Whisper or the engine on a
+        small CPU, it slowed them by a fifth to a half (BENCHMARKS.md)."""
         if self._speculation is not turn or self._listener is None:
             return
         if turn.transcript and unfinished(turn.transcript):
             log.debug("turn %d: %r breaks off; the pause may go on", turn.id, turn.transcript)
             return
-        probability = 0.0
-        if turn.transcript and turn.heard_finished is not None:
-            try:
-                probability = await turn.heard_finished
-            except Exception:
-                log.exception("the turn model failed; the hang-over decides")
-        if self._speculation is not turn:
+        settings = self.settings
+        limit = settings.hangover_ms
+        if turn.transcript:  # whole words: a flat voice need not wait the hang-over
+            limit = min(limit, settings.whole_pause_ms)
+        self._listener.limit_pause(turn.pause, limit)
+        if not turn.transcript or self.turn_model is None:
             return
-        if probability >= FINISHED:
+        await asyncio.wait([turn.tasks[0]])  # the answer and its first audio
+        if self._speculation is not turn:  # the pause ended, or the user went on
+            return
+        try:
+            probability = await asyncio.to_thread(self.turn_model.probability, turn.audio)
+        except Exception:
+            log.exception("the turn model failed; the pause's limit decides")
+            return
+        if self._speculation is turn and probability >= FINISHED:
             log.debug("turn %d: %r is finished (p=%.2f); ending it at the pause",
                       turn.id, turn.transcript, probability)  # fmt: skip
             self._speculation = None
             turn.clock.endpoint = time.perf_counter()
             self._listener.end_pause(turn.pause)  # the ear closes the utterance too
             self._answer_utterance(turn)
-        else:
-            settings = self.settings
-            limit = settings.hangover_ms
-            if turn.transcript:  # whole words: a flat voice need not wait the hang-over
-                limit = min(limit, settings.whole_pause_ms)
-            self._listener.limit_pause(turn.pause, limit)
 
     def _drop_speculation(self) -> None:
         if self._speculation is not None:

@@ -69,7 +69,6 @@ class Turn:
     transcript: str | None = None
     speculative: bool = False
     pause: int = 0  # for a speculative start: the listener's number of its pause
-    heard_finished: asyncio.Future[float] | None = None  # the turn model's verdict on it
     started_at: str = field(default_factory=now_iso)
     clock: TurnClock = field(default_factory=TurnClock)
     answer: Answer | None = None  # as said (see stages.spoken_answer)

@@ -72,8 +72,8 @@ FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     }),
     "whole_pause_ms": ("--whole-pause-ms", {
         "type": int, "metavar": "MS",
-        "help": "silence that ends a question whose words read whole when its sound is not "
-        f"judged finished (default {Settings.whole_pause_ms}; --hangover-ms if shorter)",
+        "help": "silence that ends a question whose words read whole, unless it sounds "
+        f"finished sooner (default {Settings.whole_pause_ms}; --hangover-ms if shorter)",
     }),
     "question_model": ("--no-question-model", {
         "action": "store_false",

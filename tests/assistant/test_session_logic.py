@@ -133,9 +133,10 @@ async def test_speech_resuming_after_a_pause_drops_the_early_start(
 async def test_a_finished_question_ends_at_its_pause_not_after_the_hang_over(
     espeak, reasoner, transcriber, voice, semantic
 ):
-    session, mic, _ = voice_session(
-        reasoner, transcriber, voice, hangover_ms=2000, semantic_turns=semantic
-    )
+    session, mic, _ = voice_session(  # no whole pause: only the ear can end it early
+        reasoner, transcriber, voice, hangover_ms=2000, whole_pause_ms=2000,
+        semantic_turns=semantic,
+    )  # fmt: skip
     async with running(session) as events:
         # whole words, and a voice the turn model hears as finished (it is unsure of espeak)
         mic.say(resample(voice.speak("What is seventeen times three?"), voice.sample_rate, 16000))
