@@ -398,8 +398,8 @@ class Session:
         hang-over (see ``audio/turn.py``).
 
         The ear listens only once the answer's first audio is ready, the moment its
-        verdict can make the answer come sooner: run beside Whisper or the engine on a
-        small CPU, it slowed them by a fifth to a half (BENCHMARKS.md)."""
+        verdict can make the answer come sooner: run beside Whisper on a 2-core CPU, it
+        slowed the transcript by a quarter (BENCHMARKS.md)."""
         if self._speculation is not turn or self._listener is None:
             return
         if turn.transcript and unfinished(turn.transcript):

@@ -436,7 +436,8 @@ def _hardware(device: torch.device) -> str:
     """What trained the weights, for the model card."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"CPU, {torch.get_num_threads()} threads"
+    threads = torch.get_num_threads()
+    return f"CPU, {threads} thread{'s' if threads != 1 else ''}"
 
 
 def _resume(engine: Engine, optimizer, out_dir: Path) -> int:

@@ -16,6 +16,7 @@ card, and the weights, stay as they are); the ship script does the same for a ne
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 from collections.abc import Iterable, Sequence
@@ -23,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quicksilver.engine import Engine
+from quicksilver.engine.api import ROUTING_FILE
 from quicksilver.engine.checkpoints import CONFIG_FILE
+from quicksilver.engine.routing import Routing
 
 from .evaluate import VALIDATION_SEEDS, Evaluation, evaluate
 
@@ -162,12 +165,19 @@ def replace_section(card: str, section: str) -> str:
     return card[:start] + section + "\n" + card[end:]
 
 
-def write_threshold(folder: Path, threshold: float) -> None:
-    """Set ``answer.unsure_below`` in ``folder``'s config.json, nothing else."""
+def write_threshold(folder: Path, threshold: float) -> tuple[str, str]:
+    """Store ``threshold`` where the engine reads it from ``folder``, nothing else: a
+    routed build's ``routing.json`` (``unsure_below``), else ``config.json``
+    (``answer.unsure_below``). Returns the setting and the file, as the card names them."""
+    if (folder / ROUTING_FILE).is_file():
+        routing = Routing.read(folder)
+        dataclasses.replace(routing, unsure_below=threshold).write(folder)
+        return "unsure_below", ROUTING_FILE
     path = folder / CONFIG_FILE
     config = json.loads(path.read_text())
     config["answer"] = {**config.get("answer", {}), "unsure_below": threshold}
     path.write_text(json.dumps(config, indent=2) + "\n")
+    return "answer.unsure_below", CONFIG_FILE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,14 +194,16 @@ def main(argv: list[str] | None = None) -> int:
     validation = validation_judged(engine, args.validation_per_skill)
     threshold = choose_threshold(validation)
     held_out = evaluate(engine, args.per_skill, steps=16)
-    section = card_section(threshold, validation, held_out, args.validation_per_skill)
+    routed = (args.folder / ROUTING_FILE).is_file()
+    stored_in = ("unsure_below", ROUTING_FILE) if routed else ("answer.unsure_below", CONFIG_FILE)
+    section = card_section(threshold, validation, held_out, args.validation_per_skill, stored_in)
     print(section)
     if args.write:
-        write_threshold(args.folder, threshold)
+        setting, file = write_threshold(args.folder, threshold)
         card = args.folder / "MODEL_CARD.md"
         text = card.read_text(encoding="utf-8") if card.exists() else ""
         card.write_text(replace_section(text, section), encoding="utf-8")
-        print(f"unsure_below {threshold} written to {args.folder / 'config.json'}; card: {card}")
+        print(f"{setting} {threshold} written to {args.folder / file}; card: {card}")
     return 0
 
 

@@ -42,7 +42,13 @@ from quicksilver.engine.api import ROUTING_FILE
 from quicksilver.engine.routing import Routing
 from quicksilver.models import BUNDLED, SHIPPED
 
-from .confidence import VALIDATION_PER_SKILL, card_section, choose_threshold, validation_judged
+from .confidence import (
+    VALIDATION_PER_SKILL,
+    card_section,
+    choose_threshold,
+    validation_judged,
+    write_threshold,
+)
 from .corpus import held_out_set
 from .evaluate import TARGET, VALIDATION_SEED, Evaluation, evaluate, left_to_right
 from .router import FAMILIES
@@ -455,8 +461,7 @@ def ship_routed(args: argparse.Namespace) -> int:
     )
     in_place = target.resolve() == folder.resolve()
     if in_place:  # the engine reads it from there
-        routing = Routing.read(folder)
-        dataclasses.replace(routing, unsure_below=engine.unsure_below).write(folder)
+        write_threshold(folder, engine.unsure_below)
     target.mkdir(parents=True, exist_ok=True)
     card = write_routed_card(folder, target, engine, routed, router_passes, accuracy)
     print(accuracy["table"])

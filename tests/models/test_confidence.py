@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 from quicksilver.engine import Engine
@@ -74,3 +75,25 @@ def test_the_card_reports_the_stored_threshold_and_the_section_is_replaced():
     assert replaced[replaced.index("## Limits") :] == card[card.index("## Limits") :]
     fresh = confidence.replace_section("# card\n\n## Limits\n- few\n", section)
     assert fresh == f"# card\n\n{section}\n## Limits\n- few\n"
+
+
+def test_the_threshold_is_written_where_each_kind_of_checkpoint_reads_it(tmp_path):
+    """A plain build reads ``answer.unsure_below`` in config.json, a routed one
+    ``unsure_below`` in routing.json; writing one changes nothing else."""
+    plain = tmp_path / "plain"
+    shutil.copytree(FOLDER, plain, ignore=shutil.ignore_patterns("routed", "*.py", "__pycache__"))
+    before = json.loads((plain / "config.json").read_text())
+    assert confidence.write_threshold(plain, 0.5) == ("answer.unsure_below", "config.json")
+    after = json.loads((plain / "config.json").read_text())
+    assert after == {**before, "answer": {**before.get("answer", {}), "unsure_below": 0.5}}
+    assert Engine.load(plain, device="cpu").unsure_below == 0.5
+
+    routed = tmp_path / "routed"
+    shutil.copytree(FOLDER / "routed", routed)
+    (routed / "routing.json").write_text(
+        (routed / "routing.json").read_text().replace('"..",', f'"{plain}",')
+    )
+    before = json.loads((routed / "routing.json").read_text())
+    assert confidence.write_threshold(routed, 0.25) == ("unsure_below", "routing.json")
+    assert json.loads((routed / "routing.json").read_text()) == {**before, "unsure_below": 0.25}
+    assert Engine.load(routed, device="cpu").unsure_below == 0.25
