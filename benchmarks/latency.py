@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -66,7 +67,7 @@ QUESTIONS = [
 ]
 LEAD_S, TAIL_S = 0.5, 3.0
 # The competing process spins until its parent is gone, however the benchmark ends
-BUSY_UNTIL_ORPHANED = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass"
+BUSY_UNTIL_ORPHANED = "import os, sys\nwhile os.getppid() == int(sys.argv[1]): pass"
 
 
 class PacedSource:
@@ -241,7 +242,7 @@ async def run(args: argparse.Namespace) -> None:
     }
     competitor = None
     if args.compete:
-        competitor = subprocess.Popen([sys.executable, "-c", BUSY_UNTIL_ORPHANED])
+        competitor = subprocess.Popen([sys.executable, "-c", BUSY_UNTIL_ORPHANED, str(os.getpid())])
         print("a CPU-bound process runs beside the benchmark")
     try:
         results = await measure(models, questions, modes, args)
