@@ -61,8 +61,9 @@ def test_features_and_verdicts_match_pipecats_own_analyzer(smart_turn, espeak, v
         ours = smart_turn.features(speech)
         np.testing.assert_allclose(ours, compute_whisper_log_mel_features(padded), atol=1e-4)
     # the model is quantised: a verdict near 0.5 can flip on rounding, a clear one cannot
+    # (Piper's speech varies from run to run: "Thank you." scored 0.92-0.98 in 20 runs)
     expected = reference._predict_endpoint(speech)["probability"]
-    assert expected > 0.9 and smart_turn.probability(speech) == pytest.approx(expected, abs=1e-3)
+    assert expected > 0.8 and smart_turn.probability(speech) == pytest.approx(expected, abs=1e-3)
 
 
 def test_a_finished_question_sounds_finished(smart_turn, voice):
