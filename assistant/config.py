@@ -61,6 +61,10 @@ class Settings:
     ``max_pause_ms`` of silence for the rest; one that reads whole ends after
     ``whole_pause_ms`` of silence (when that is shorter than ``hangover_ms``), or as
     soon as its answer is ready to be spoken if it then sounds finished.
+    ``voice_ahead``: synthesise the spoken answer's first piece as soon as the
+    denoising has settled it (its tokens are committed, usually a third of the way
+    through the steps), beside the remaining steps, instead of after the last one; it is
+    still said only once the answer is final (and sure enough to say).
     ``threads``: the CPU threads each of Whisper, Piper and the engine may use (0: half
     the cores, at least one, and every core for Piper; see :func:`thread_budget`).
     ``question_model``: let the model of what users ask that the engine's checkpoint
@@ -89,6 +93,7 @@ class Settings:
     booth_reset_s: int = field(default=60, metadata={"minimum": 1})
     instructions: str | None = None
     semantic_turns: bool = True
+    voice_ahead: bool = True
     max_pause_ms: int = field(default=1500, metadata={"minimum": 0})
     whole_pause_ms: int = field(default=400, metadata={"minimum": 0})
     threads: int = field(default=0, metadata={"minimum": 0})
@@ -100,7 +105,7 @@ class Settings:
 LIVE_SETTINGS = frozenset(
     {"steps", "headset", "hangover_ms", "speculative_ms", "context_tokens", "max_turns",
      "show_thinking", "booth_reset_s", "instructions", "max_pause_ms", "whole_pause_ms",
-     "unsure_below"}
+     "unsure_below", "voice_ahead"}
 )  # fmt: skip
 
 

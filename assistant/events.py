@@ -113,7 +113,8 @@ class TurnMetrics(Event):
     ``endpoint_ms``: end of speech → endpoint decided (the hang-over);
     ``transcript_ms``: endpoint → final transcript; ``engine_ms``: the denoising;
     ``first_audio_ms``: answer ready → first answer audio played;
-    ``voice_to_voice_ms``: end of speech → first answer audio.
+    ``voice_to_voice_ms``: end of speech → first answer audio; ``voice_ahead``: the
+    first piece of audio was synthesised while the engine finished (Settings.voice_ahead).
     A stage that did not happen (typed input, no speaker) is ``None``.
     """
 
@@ -124,6 +125,7 @@ class TurnMetrics(Event):
     first_audio_ms: float | None = None
     voice_to_voice_ms: float | None = None
     speculative: bool = False
+    voice_ahead: bool = False
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ class FrameSource(Protocol):
 class ListenConfig:
     """When the ear reports what it hears."""
 
-    speculative_ms: int | None = 100  # silence that starts an answer early; None: never
+    speculative_ms: int | None = 50  # silence that starts an answer early; None: never
     partial_interval_s: float | None = 0.5  # speech between partial transcripts; None: none
     min_partial_audio_s: float = 0.6
     level_interval_s: float = 0.1  # how often the loudness is reported

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
-from quicksilver.audio.textnorm import normalize_text
-from quicksilver.audio.tts import split_sentences
+from quicksilver.audio.tts import spoken_pieces
 from quicksilver.audio.wavfile import write_wav
 
 
@@ -78,11 +77,6 @@ class WavOutput(StreamOutput):
         chunks = [np.asarray(c, dtype=np.float32) for c in self._chunks]
         audio = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
         write_wav(self.path, audio, self.sample_rate)
-
-
-def spoken_pieces(text: str) -> list[str]:
-    """The pieces ``audio.Voice.synthesize`` speaks ``text`` as, in order."""
-    return split_sentences(normalize_text(text))
 
 
 @dataclass

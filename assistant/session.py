@@ -70,7 +70,14 @@ from quicksilver.assistant.listener import (
     Signal,
 )
 from quicksilver.assistant.memory import Memory
-from quicksilver.assistant.stages import Speak, StageFailed, Think, Transcribe, spoken_answer
+from quicksilver.assistant.stages import (
+    Speak,
+    StageFailed,
+    Think,
+    Transcribe,
+    settled_first_piece,
+    spoken_answer,
+)
 from quicksilver.assistant.turn import Turn
 from quicksilver.audio.resample import resample
 from quicksilver.audio.turn import SmartTurn, unfinished
@@ -488,12 +495,18 @@ class Session:
         if not turn.transcript:
             return False
 
+        rehearse = self.speak is not None and self.settings.voice_ahead
+
         def draft(frame: DenoiseFrame, step_ms: float) -> None:
+            nonlocal rehearse
             event = Denoise(
                 turn.id, frame.step, frame.total_steps, frame.thinking, frame.text, frame.masked,
                 round(step_ms, 2),
             )  # fmt: skip
             self._loop.call_soon_threadsafe(self._emit, turn, event)
+            if rehearse and frame.answer is None and (piece := settled_first_piece(frame.text)):
+                rehearse = False
+                self._loop.call_soon_threadsafe(self._rehearse, turn, piece)
 
         written = await asyncio.to_thread(self.think, turn.transcript, turn.cancelled, draft)
         turn.clock.answered = time.perf_counter()
@@ -511,8 +524,14 @@ class Session:
             ),
         )  # fmt: skip
         if self.speak is not None:
-            turn.speech = await self.speak.prepare(answer.text)
+            turn.speech = await self.speak.prepare(answer.text, turn.rehearsal)
         return True
+
+    def _rehearse(self, turn: Turn, piece: str) -> None:
+        """Synthesise the answer's settled first piece while the engine goes on."""
+        if self.speak is not None and not turn.cancelled.is_set():
+            turn.rehearsal = self.speak.rehearse(piece)
+            turn.rehearsal.chunk.add_done_callback(_retrieve)
 
     async def _complete(self, turn: Turn) -> None:
         """Wait for the answer, speak it, keep the turn; failures become ``Error`` events."""

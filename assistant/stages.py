@@ -21,8 +21,8 @@ import numpy as np
 from quicksilver.assistant.memory import Memory
 from quicksilver.assistant.playback import AudioOutput, Playback
 from quicksilver.audio.stt import Transcriber
-from quicksilver.audio.tts import SpeechChunk, Voice
-from quicksilver.engine import Answer, DenoiseFrame, Engine
+from quicksilver.audio.tts import SpeechChunk, Voice, spoken_pieces
+from quicksilver.engine import MASK_GLYPH, Answer, DenoiseFrame, Engine
 
 NO_ANSWER = "Sorry, I couldn't work that out. Could you ask it another way?"
 # Said in place of an answer the model was not sure of. Below the shipped model's
@@ -149,6 +149,30 @@ def spoken_answer(answer: Answer, unsure_below: float | None = None) -> Answer:
     return answer
 
 
+def settled_first_piece(draft: str) -> str | None:
+    """The piece a spoken answer will begin with, once the denoising has settled it.
+
+    Committed tokens are never remasked, so the draft's text up to its first masked
+    position is final; once it holds a whole first piece (another piece begins after it,
+    or nothing is masked), that piece can be synthesised before the last step. ``None``
+    until then. It is a guess in one case, an answer marker committed earlier in the
+    canvas later on, so :meth:`Speak.prepare` checks it against the finished answer.
+    """
+    settled, masked, _ = draft.partition(MASK_GLYPH)
+    pieces = spoken_pieces(settled)
+    if pieces and (len(pieces) > 1 or not masked):
+        return pieces[0]
+    return None
+
+
+@dataclass(eq=False)
+class Rehearsal:
+    """An answer's first piece, synthesised while the engine finishes the rest."""
+
+    piece: str
+    chunk: asyncio.Future[SpeechChunk | None]
+
+
 @dataclass(eq=False)
 class Speech:
     """One answer being spoken: its sentences' audio, and what reached the speaker."""
@@ -157,6 +181,7 @@ class Speech:
     chunks: Iterator[SpeechChunk]
     first: SpeechChunk | None  # synthesised ahead, before playback may begin
     playback: Playback | None = None  # set once the first chunk is queued
+    rehearsed: bool = False  # the first piece was synthesised before the answer was final
 
     def heard(self, played_s: float) -> tuple[str, str]:
         """``(spoken, dropped)`` words after a stop at the speaker's ``played_s``."""
@@ -183,14 +208,24 @@ class Speak(Stage):
         self.voice = voice
         self.output = output
 
-    async def prepare(self, text: str) -> Speech:
-        """Start synthesising; the first sentence is ready when this returns."""
+    def rehearse(self, piece: str) -> Rehearsal:
+        """Start synthesising ``piece`` (a :func:`settled_first_piece`) in a worker thread."""
+        chunks = self.voice.synthesize_pieces([piece])
+        return Rehearsal(piece, asyncio.ensure_future(asyncio.to_thread(next, chunks, None)))
+
+    async def prepare(self, text: str, rehearsal: Rehearsal | None = None) -> Speech:
+        """Start synthesising; the first sentence is ready when this returns. A
+        ``rehearsal`` of the piece ``text`` begins with is used, not made again."""
         try:
-            chunks = self.voice.synthesize(text)
-            first = await asyncio.to_thread(next, chunks, None)
+            pieces = spoken_pieces(text)
+            rehearsed = rehearsal is not None and pieces[:1] == [rehearsal.piece]
+            chunks = self.voice.synthesize_pieces(pieces[1:] if rehearsed else pieces)
+            first = await rehearsal.chunk if rehearsed else None
+            if first is None:
+                first = await asyncio.to_thread(next, chunks, None)
         except Exception as error:
             raise self.failed(error) from error
-        return Speech(text, chunks, first)
+        return Speech(text, chunks, first, rehearsed=rehearsed)
 
     async def play(self, speech: Speech, on_start: Callable[[], None]) -> str:
         """Queue every sentence as it is synthesised, wait for the end; the words said.

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from quicksilver.assistant.events import Event, TurnMetrics
-from quicksilver.assistant.stages import Speech
+from quicksilver.assistant.stages import Rehearsal, Speech
 from quicksilver.assistant.transcript import Source, TurnRecord, now_iso
 from quicksilver.engine import Answer
 
@@ -29,7 +29,9 @@ class TurnClock:
     answered: float | None = None
     first_audio: float | None = None
 
-    def metrics(self, turn: int, answer: Answer | None, speculative: bool) -> TurnMetrics:
+    def metrics(
+        self, turn: int, answer: Answer | None, speculative: bool, voice_ahead: bool = False
+    ) -> TurnMetrics:
         """Per-stage milliseconds; work done before the endpoint counts from it."""
         ready = self.answered
         if ready is not None and self.endpoint is not None:
@@ -46,6 +48,7 @@ class TurnClock:
             first_audio_ms=_ms(ready, self.first_audio),
             voice_to_voice_ms=_ms(self.speech_ended, self.first_audio),
             speculative=speculative,
+            voice_ahead=voice_ahead,
         )
 
 
@@ -74,6 +77,7 @@ class Turn:
     answer: Answer | None = None  # as said (see stages.spoken_answer)
     withheld: str = ""  # the model's own answer, when too unsure to be said
     speech: Speech | None = None
+    rehearsal: Rehearsal | None = None  # its first piece, synthesised ahead of the answer
     confirmed: bool = False
     recorded: bool = False
     cancelled: threading.Event = field(default_factory=threading.Event)
@@ -86,7 +90,8 @@ class Turn:
             task.cancel()
 
     def metrics(self) -> TurnMetrics:
-        return self.clock.metrics(self.id, self.answer, self.speculative)
+        ahead = self.speech is not None and self.speech.rehearsed
+        return self.clock.metrics(self.id, self.answer, self.speculative, ahead)
 
     def record(self, metrics: TurnMetrics, *, interrupted: bool, spoken: str) -> TurnRecord:
         answer = self.answer

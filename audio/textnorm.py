@@ -51,7 +51,7 @@ _NUMBER = r"\d+(?:,\d{3})*(?:\.\d+)?"
 _UNIT_RE = re.compile(
     rf"(?<![\w.])(-?{_NUMBER})\s?("
     + "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
-    + r")(?![\w/])",
+    + r")(?![\w/'’])",  # "2 L's" counts letters
     re.IGNORECASE,
 )
 _CURRENCY_RE = re.compile(rf"([$€£])\s?({_NUMBER})(\s?(?:k|m|bn|million|billion|thousand)\b)?",
@@ -140,6 +140,8 @@ def _unit(match: re.Match[str]) -> str:
     number, unit = match.group(1), match.group(2).lower()
     if unit == "m" and match.group(2) == "M":
         return match.group(0)  # "5M" is more likely millions than meters; leave it
+    if len(unit) == 1 and match.group(2).isupper() and match.group(0)[len(number)].isspace():
+        return match.group(0)  # "There is 1 H in kitchen": a letter, not an hour
     singular, plural = _UNITS[unit]
     return f"{number_to_words(number)} {plural if _plural(number) else singular}"
 

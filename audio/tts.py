@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,6 +104,11 @@ def split_sentences(
     return pieces
 
 
+def spoken_pieces(text: str) -> list[str]:
+    """The pieces :meth:`Voice.synthesize` speaks ``text`` as, in order."""
+    return split_sentences(normalize_text(text))
+
+
 def _cut(sentence: str, limit: int, commas_only: bool = False) -> int | None:
     """Where a piece of at most ``limit`` characters ends: the whole sentence if it fits,
     else after its last comma past a third of the limit, else (unless ``commas_only``,
@@ -166,6 +172,7 @@ class Voice:
         self._config = SynthesisConfig(length_scale=base / rate, volume=volume)
         self.name = model.stem
         self.sample_rate: int = self._piper.config.sample_rate
+        self._lock = threading.Lock()
         self.speak("Ready.")  # the first run of an ONNX session is slow; pay it at load time
 
     def synthesize(self, text: str) -> Iterator[SpeechChunk]:
@@ -175,8 +182,17 @@ class Voice:
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
-        for piece in split_sentences(normalize_text(text)):
-            parts = [c.audio_float_array for c in self._piper.synthesize(piece, self._config)]
+        yield from self.synthesize_pieces(spoken_pieces(text))
+
+    def synthesize_pieces(self, pieces: Iterable[str]) -> Iterator[SpeechChunk]:
+        """One chunk per piece of :func:`spoken_pieces`, each made when it is asked for.
+
+        Safe to call from several threads: pieces are synthesised one at a time (Piper's
+        phonemiser, espeak-ng, keeps global state).
+        """
+        for piece in pieces:
+            with self._lock:
+                parts = [c.audio_float_array for c in self._piper.synthesize(piece, self._config)]
             if parts:
                 samples = np.concatenate(parts).astype(np.float32, copy=False)
                 yield SpeechChunk(samples, self.sample_rate, piece)

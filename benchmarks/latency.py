@@ -6,12 +6,14 @@ after. The clock starts at the true end of speech in that input (the last speech
 sample's due time) and stops when the first sample of the answer's audio is handed to
 the output, which plays in real time like a speaker. Five modes run side by side,
 interleaved question by question: judged pauses (the default: transcription and
-denoising begin after 100 ms of silence; the question ends there when its sound is
-judged finished, after ``whole_pause_ms`` when only its words are), judged pauses with
-the ear alone (whole words wait the 500 ms hang-over), judged pauses with Piper on one
-thread (the other models' share) instead of every core, early start with the fixed
-500 ms endpoint (``semantic_turns`` off), and no early start at all. ``--compete`` runs a CPU-bound
-process beside it all the while (the issue's "competing process").
+denoising begin after 50 ms of silence, and the answer's first piece is synthesised as
+soon as the denoising has settled it; the question ends when its sound is judged
+finished, after ``whole_pause_ms`` when only its words are), judged pauses with the
+voice started only after the last step (``voice_ahead`` off), judged pauses with the
+early start at 100 ms of silence, early start with the fixed 500 ms endpoint
+(``semantic_turns`` off), and no early start at all. ``--compete`` runs a CPU-bound
+process beside it all the while (the issue's "competing process"). A question counts as
+intact when its transcript keeps every content word (none was cut at a pause).
 
     python -m benchmarks.latency [--steps 16] [--repeats 1] [--questions 12] [--compete]
     (from the repository root)
@@ -50,6 +52,7 @@ from quicksilver.audio.vad import FRAME_SAMPLES, SAMPLE_RATE
 from quicksilver.engine import Engine
 
 from benchmarks.audio import espeak
+from benchmarks.spoken_set import content_intact
 
 QUESTIONS = [
     "Hello.",
@@ -146,13 +149,9 @@ class Turn:
 class Models:
     engine: Engine
     transcriber: Transcriber
-    voices: dict[int, Voice]  # by thread budget: the one a mode's settings give Piper
+    voice: Voice
     turn: SmartTurn
     speech: dict[str, np.ndarray] = field(default_factory=dict)
-
-    @property
-    def voice(self) -> Voice:
-        return self.voices[voice_thread_budget(Settings.threads)]
 
 
 async def one_turn(models: Models, question: str, settings: Settings) -> Turn | None:
@@ -163,7 +162,7 @@ async def one_turn(models: Models, question: str, settings: Settings) -> Turn | 
         Wiring(log=False),
         engine=models.engine,
         transcriber=models.transcriber,
-        voice=models.voices[voice_thread_budget(settings.threads)],
+        voice=models.voice,
         microphone=source,
         output=output,
         turn_model=models.turn,
@@ -204,11 +203,13 @@ def median(turns: list[Turn], name: str) -> str:
 def report(label: str, turns: list[Turn]) -> str:
     v2v = [t.voice_to_voice_ms for t in turns]
     used = sum(t.metrics.speculative for t in turns)
+    intact = sum(content_intact(t.question, t.heard) for t in turns)  # none cut at a pause
+    ahead = sum(t.metrics.voice_ahead for t in turns)
     return (
         f"{label:<24}{percentile(v2v, 50):>7.0f}{percentile(v2v, 90):>7.0f}"
         f"{median(turns, 'endpoint_ms'):>10}{median(turns, 'transcript_ms'):>12}"
         f"{median(turns, 'engine_ms'):>8}{median(turns, 'first_audio_ms'):>13}"
-        f"{used:>7}/{len(turns)}"
+        f"{used:>7}/{len(turns)}{ahead:>6}/{len(turns)}{intact:>6}/{len(turns)}"
     )
 
 
@@ -218,7 +219,7 @@ async def run(args: argparse.Namespace) -> None:
     models = Models(
         load_engine(args.model, "cpu", threads),
         load_transcriber_for(Settings(model=args.model)),
-        {budget: load_voice(Settings().voice, budget) for budget in {1, voice_thread_budget()}},
+        load_voice(Settings().voice, voice_thread_budget()),
         load_turn_model(threads),
     )
     questions = QUESTIONS[: args.questions]
@@ -235,8 +236,8 @@ async def run(args: argparse.Namespace) -> None:
     early = {"steps": args.steps, "speculative_ms": args.speculative_ms}
     modes = {
         "judged pause": Settings(**early),
-        "judged, ear alone": Settings(**early, whole_pause_ms=Settings.hangover_ms),
-        "judged, Piper 1 thread": Settings(**early, threads=1),
+        "judged, voice after": Settings(**early, voice_ahead=False),
+        "judged, start at 100": Settings(**early | {"speculative_ms": 100}),
         "early start": Settings(**early, semantic_turns=False),
         "at the endpoint": Settings(steps=args.steps, speculative_ms=0),
     }
@@ -255,7 +256,7 @@ async def run(args: argparse.Namespace) -> None:
     )
     print(
         f"{'mode':<24}{'p50':>7}{'p90':>7}{'endpoint':>10}{'transcript':>12}{'engine':>8}"
-        f"{'first audio':>13}{'early':>9}"
+        f"{'first audio':>13}{'early':>9}{'ahead':>9}{'intact':>9}"
     )
     for label, turns in results.items():
         print(report(label, turns))

@@ -15,11 +15,12 @@ from .model import ModelConfig
 from .routing import RoutedEngine, RoutedScheduler, scheduler_for
 from .sampler import SamplerConfig
 from .scheduler import Handle, Scheduler
-from .tokenizer import ChatTemplate, SpecialTokens, Tokenizer
+from .tokenizer import MASK_GLYPH, ChatTemplate, SpecialTokens, Tokenizer
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "MASK_GLYPH",
     "Answer",
     "ChatTemplate",
     "DenoiseFrame",

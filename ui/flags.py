@@ -65,6 +65,11 @@ FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
         "help": "end a spoken question after a fixed silence (--hangover-ms) instead of "
         "judging by its sound and words whether it is finished",
     }),
+    "voice_ahead": ("--no-voice-ahead", {
+        "action": "store_false",
+        "help": "synthesise the answer's first sentence only once the answer is final, not "
+        "as soon as the denoising has settled it",
+    }),
     "max_pause_ms": ("--max-pause-ms", {
         "type": int, "metavar": "MS",
         "help": "silence allowed inside a question that breaks off (\"… times\") before "

@@ -181,6 +181,21 @@ async def running(session: Session) -> AsyncIterator[Recorder]:
         session.close()
 
 
+def voice_session(reasoner, transcriber, voice, **settings):
+    """A session on the fake microphone and fake speaker, built by the factory."""
+    microphone, output = ScriptedMicrophone(), ClockedOutput(voice.sample_rate)
+    session = build_session(
+        Settings(steps=16, **settings),
+        Wiring(log=False),
+        engine=reasoner,
+        transcriber=transcriber,
+        voice=voice,
+        microphone=microphone,
+        output=output,
+    )
+    return session, microphone, output
+
+
 async def ask_all(session: Session, questions: list[str]) -> Recorder:
     """Send typed questions, wait until every one is answered, stop; the events."""
     async with running(session) as recorder:

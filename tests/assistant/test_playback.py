@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from quicksilver.assistant.playback import Playback, spoken_pieces
+from quicksilver.assistant.playback import Playback
+from quicksilver.audio.tts import spoken_pieces
 
 ANSWER = "17 times 3 is 51. That is all."
 

@@ -36,37 +36,20 @@ from quicksilver.assistant.events import (
     TurnCompleted,
     TurnMetrics,
 )
-from quicksilver.assistant.factory import Wiring, build_session
-from quicksilver.assistant.playback import spoken_pieces
 from quicksilver.audio.devices import AudioDeviceError
 from quicksilver.audio.resample import resample
+from quicksilver.audio.tts import spoken_pieces
 
 from tests.assistant.sessions import (
     LONG_ANSWER_QUESTION,
-    ClockedOutput,
-    ScriptedMicrophone,
     answers,
     running,
     typed_session,
+    voice_session,
 )
 from tests.conftest import digits_in, silence
 
 pytestmark = pytest.mark.asyncio
-
-
-def voice_session(reasoner, transcriber, voice, **settings):
-    """A session on the fake microphone and fake speaker, built by the factory."""
-    microphone, output = ScriptedMicrophone(), ClockedOutput(voice.sample_rate)
-    session = build_session(
-        Settings(steps=16, **settings),
-        Wiring(log=False),
-        engine=reasoner,
-        transcriber=transcriber,
-        voice=voice,
-        microphone=microphone,
-        output=output,
-    )
-    return session, microphone, output
 
 
 async def test_barge_in_stops_the_answer_and_keeps_what_was_heard(

@@ -32,6 +32,13 @@ from quicksilver.audio.textnorm import int_to_words, normalize_text, ordinal_to_
         ("**Bold** [docs](https://example.com)", "Bold docs"),
         ("see https://www.example.com/a?b", "see example dot com"),
         ("v 1.2.3", "v one dot two dot three"),
+        # letters counted, not hours, liters or seconds; units written as units still are
+        ("There is 1 H in kitchen.", "There is one H in kitchen."),
+        (
+            "There are 2 L's in hello, 3 S’s in sass.",
+            "There are two L's in hello, three S’s in sass.",
+        ),
+        ("5 h, 5h, 2 l and 2L", "five hours, five hours, two liters and two liters"),
     ],
 )
 def test_normalize(text, spoken):

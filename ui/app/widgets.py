@@ -19,12 +19,12 @@ from quicksilver.assistant.events import (
     TurnMetrics,
 )
 from quicksilver.assistant.wiring import Progress
+from quicksilver.engine import MASK_GLYPH
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
 
-MASK_GLYPH = "░"
 FRAME_S = 1 / 30  # the canvas shows one draft per frame, so every step is seen
 
 

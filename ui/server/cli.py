@@ -142,7 +142,7 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
     add_setting_flags(
         serve,
         ("model", "steps", "device", "whisper_model", "voice", "hangover_ms", "speculative_ms",
-         "semantic_turns", "max_pause_ms", "threads", "instructions", "unsure_below",
+         "semantic_turns", "voice_ahead", "max_pause_ms", "threads", "instructions", "unsure_below",
          "question_model"),
     )  # fmt: skip
     serve.set_defaults(func=cmd_serve)
