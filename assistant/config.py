@@ -118,9 +118,10 @@ def thread_budget(threads: int = 0) -> int:
 
 
 def voice_thread_budget(threads: int = 0) -> int:
-    """CPU threads for Piper: ``threads``, or for 0 every core. Piper speaks once Whisper
-    and the engine are done with the question, and its idle workers sleep rather than
-    spin, so it can take the whole CPU: its first sentence came 30% sooner on 2 cores
+    """CPU threads for Piper: ``threads``, or for 0 every core. Piper mostly speaks once
+    Whisper and the engine are done with the question (its first piece may overlap the
+    last denoising steps), and its idle workers sleep rather than spin, so it can take
+    the whole CPU: its first sentence came 30% sooner on 2 cores
     (BENCHMARKS.md, "Assistant: voice-to-voice latency")."""
     return threads or max(1, os.cpu_count() or 1)
 
