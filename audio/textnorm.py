@@ -58,6 +58,11 @@ _CURRENCY_RE = re.compile(rf"([$€£])\s?({_NUMBER})(\s?(?:k|m|bn|million|billi
                           re.IGNORECASE)  # fmt: skip
 _PERCENT_RE = re.compile(rf"(-?{_NUMBER})\s?%")
 _ORDINAL_RE = re.compile(r"\b(\d+)(st|nd|rd|th)\b", re.IGNORECASE)
+_MONTHS = ("January|February|March|April|May|June|July|August|September|October|November"
+           "|December")  # fmt: skip
+# "August 12, 2031" is said "August twelfth"; "12 August" is said "the twelfth of August"
+_DAY_AFTER_MONTH_RE = re.compile(rf"\b({_MONTHS}) ([1-9]|[12]\d|3[01])\b(?![.:]\d)")
+_DAY_BEFORE_MONTH_RE = re.compile(rf"(?<![\d.,])\b([1-9]|[12]\d|3[01]) ({_MONTHS})\b")
 _TIME_RE = re.compile(r"\b([01]?\d|2[0-3]):([0-5]\d)\b(\s?[ap]\.?m\.?)?", re.IGNORECASE)
 _FRACTION_RE = re.compile(r"(?<![\d/])(\d{1,3})/(\d{1,3})(?![\d/])")
 _ARITHMETIC_RE = re.compile(r"(?<=\d)(\s*)([x*/−-])(\s*)(?=-?\d)")
@@ -201,6 +206,8 @@ def normalize_text(text: str) -> str:
     text = _UNIT_RE.sub(_unit, text)
     text = _TIME_RE.sub(_time, text)
     text = _ORDINAL_RE.sub(lambda m: ordinal_to_words(int(m.group(1))), text)
+    text = _DAY_AFTER_MONTH_RE.sub(lambda m: f"{m[1]} {ordinal_to_words(int(m[2]))}", text)
+    text = _DAY_BEFORE_MONTH_RE.sub(lambda m: f"the {ordinal_to_words(int(m[1]))} of {m[2]}", text)
     text = _FRACTION_RE.sub(_fraction, text)
     text = _ARITHMETIC_RE.sub(_operator, text)
     text = _NUMBER_RE.sub(lambda m: number_to_words(m.group(0)), text)

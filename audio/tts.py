@@ -24,6 +24,7 @@ VOICES_VARIABLE = "QUICKSILVER_VOICES"  # one more folder to find voices in, sea
 _MAX_PIECE_CHARS = 220  # longer sentences are split so no chunk takes long to synthesise
 _MAX_FIRST_PIECE_CHARS = 80  # the first piece is kept short: it decides time to first audio
 _FIRST_CLAUSE_CHARS = 40  # a longer first sentence is spoken from its first clause on
+_MIN_REST_CHARS = 20  # ... if at least this much is left to say after that clause
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?;:])[\"')\]]*\s+|\n+")
 _SPEAKABLE_RE = re.compile(r"\w")
 
@@ -87,7 +88,8 @@ def split_sentences(
     The first piece may hold at most ``max_first_chars``, the others ``max_chars``; a
     first sentence longer than ``first_clause_chars`` that has a comma by then is cut
     there ("I'm Quicksilver," then the rest): Piper's time grows with the audio it
-    makes, and the first piece's time is what the user waits in silence.
+    makes, and the first piece's time is what the user waits in silence. Not where
+    little would be left ("Kitchen backwards is N, E, H, C, T, I," then a lone "K.").
     """
     pieces: list[str] = []
     for sentence in _SENTENCE_END_RE.split(text):
@@ -96,7 +98,7 @@ def split_sentences(
             if pieces:
                 cut = _cut(sentence, max_chars)
             else:
-                cut = _cut(sentence, first_clause_chars, commas_only=True)
+                cut = _clause_cut(sentence, first_clause_chars)
                 cut = cut or _cut(sentence, max_first_chars)
             piece, sentence = sentence[:cut].strip(), sentence[cut:].strip()
             if _SPEAKABLE_RE.search(piece):
@@ -109,19 +111,31 @@ def spoken_pieces(text: str) -> list[str]:
     return split_sentences(normalize_text(text))
 
 
-def _cut(sentence: str, limit: int, commas_only: bool = False) -> int | None:
+def _cut(sentence: str, limit: int) -> int:
     """Where a piece of at most ``limit`` characters ends: the whole sentence if it fits,
-    else after its last comma past a third of the limit, else (unless ``commas_only``,
-    then ``None``) at its last space, else at the limit."""
+    else after its last comma past a third of the limit, else at its last space, else at
+    the limit."""
     if len(sentence) <= limit:
         return len(sentence)
     comma = sentence.rfind(", ", 0, limit)
     if comma > limit // 3:
         return comma + 1
-    if commas_only:
-        return None
     space = sentence.rfind(" ", 0, limit)
     return space if space > 0 else limit
+
+
+def _clause_cut(sentence: str, limit: int) -> int | None:
+    """Where a first clause of at most ``limit`` characters ends: the whole sentence if it
+    fits, else after its last comma past a third of the limit that leaves at least
+    ``_MIN_REST_CHARS`` to say; ``None`` if there is no such comma."""
+    if len(sentence) <= limit:
+        return len(sentence)
+    end = limit
+    while (comma := sentence.rfind(", ", 0, end)) > limit // 3:
+        if len(sentence[comma + 1 :].strip()) >= _MIN_REST_CHARS:
+            return comma + 1
+        end = comma
+    return None
 
 
 class Voice:

@@ -39,6 +39,9 @@ from quicksilver.audio.textnorm import int_to_words, normalize_text, ordinal_to_
             "There are two L's in hello, three S’s in sass.",
         ),
         ("5 h, 5h, 2 l and 2L", "five hours, five hours, two liters and two liters"),
+        # dates as they are said
+        ("Tuesday, August 12, 2031.", "Tuesday, August twelfth, twenty thirty-one."),
+        ("on 3 March and June 1st", "on the third of March and June first"),
     ],
 )
 def test_normalize(text, spoken):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from quicksilver.audio.tts import Voice, resolve_voice, split_sentences
+from quicksilver.audio.tts import Voice, resolve_voice, split_sentences, spoken_pieces
 
 
 def test_one_chunk_per_sentence(voice):
@@ -47,11 +47,15 @@ def test_a_long_first_sentence_is_spoken_from_its_first_clause():
         "I'm Quicksilver,", "a voice assistant that thinks with a diffusion language model."
     ]  # fmt: skip
     later = "In 30 days it will be Friday, September 22, 2028. Anything else, then?"
-    assert split_sentences(later) == [
-        "In 30 days it will be Friday,", "September 22, 2028.", "Anything else, then?"
-    ]  # fmt: skip
+    assert spoken_pieces(later) == [
+        "In thirty days it will be Friday,",
+        "September twenty-second, twenty twenty-eight.",
+        "Anything else, then?",
+    ]
     for short in ("Apple is spelled A, P, P, L, E.", "12 plus 9 is 21."):
         assert split_sentences(short) == [short]  # short enough whole
+    letters = "Kitchen backwards is N, E, H, C, T, I, K."
+    assert split_sentences(letters) == [letters]  # no clause worth it: not a lone "K."
     no_comma = "Seventeen times three is fifty-one and that is all there is to it today."
     assert split_sentences(no_comma) == [no_comma]  # no clause to cut at: whole, as before
 
