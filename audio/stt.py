@@ -291,6 +291,14 @@ class Transcriber:
             raise ValueError("the clip is too long for the short window (or no language is set)")
         return np.array(self._short_decoder().encode(audio))[0]
 
+    def short_window_features(self, samples: np.ndarray) -> np.ndarray:
+        """What the encoder reads of a short clip: its log-Mel features, (80, frames).
+        The input an encoder fine-tune trains on (models/whisper_quicksilver)."""
+        audio = as_samples(samples)
+        if not self._use_short_window(audio):
+            raise ValueError("the clip is too long for the short window (or no language is set)")
+        return self._short_decoder().features(audio)
+
     @property
     def decoder_prompt(self) -> list[int]:
         """The token ids a short clip's decoding starts from: the domain prompt (if any),
@@ -373,13 +381,18 @@ class _ShortWindowDecoder:
 
     def encode(self, audio: np.ndarray) -> object:
         """The encoder's output (a CTranslate2 ``StorageView``) for the clip in its short
-        window: the clip plus a margin of silence, at least ``_SHORT_MIN_WINDOW_S``."""
+        window."""
+        return self.model.encode(self.features(audio))
+
+    def features(self, audio: np.ndarray) -> np.ndarray:
+        """The clip's log-Mel features (80, frames) in its short window: the clip plus a
+        margin of silence, at least ``_SHORT_MIN_WINDOW_S``."""
         from faster_whisper.audio import pad_or_trim
 
         features = self.model.feature_extractor(audio)[:, :-1]
         duration = audio.size / SAMPLE_RATE
         window = int(max(_SHORT_MIN_WINDOW_S, duration + _SHORT_MARGIN_S) * _FRAMES_PER_S)
-        return self.model.encode(pad_or_trim(features, min(window, 3000)))
+        return pad_or_trim(features, min(window, 3000))
 
     def _checked(self, generated: list[int], score: float, cap: int) -> tuple[str, float] | None:
         """A hypothesis's text and mean log-probability, or None if it looks wrong."""

@@ -46,6 +46,7 @@ from tokenizers import Tokenizer
 
 from .ct2_format import read_model
 from .decoder import LINEARS, LoraConfig, WhisperDecoder
+from .encoder import WhisperEncoder
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,12 @@ class Recipe:
     random_share: float = 0.15  # clips that say random English words and a number
     swap_share: float = 0.2  # questions with one word swapped for a random one
     word_share: float = 0.0  # letter questions asked about a random English word instead
+    encoder_layers: int = 0  # the encoder's top blocks adapted as well (0: the decoder only)
+
+    @property
+    def clip_kind(self) -> str:
+        """What a clip stores: the encoder's output, or the input of its adapted blocks."""
+        return f"encoder-below-{self.encoder_layers}" if self.encoder_layers else "encoded"
 
 
 def speaker_for(rng: random.Random) -> Speaker:
@@ -185,6 +192,7 @@ def _make_clips(job: tuple[int, int, Recipe]) -> list[tuple[np.ndarray, str, str
     seed = recipe.seed
     torch.set_num_threads(1)
     transcriber = Transcriber("tiny.en", device="cpu", cpu_threads=1)
+    encoder = _encoder(recipe)
     items = training_items(stop, seed=seed, augment=False)[start:stop]
     out = []
     for index, item in zip(range(start, stop), items, strict=True):
@@ -196,9 +204,19 @@ def _make_clips(job: tuple[int, int, Recipe]) -> list[tuple[np.ndarray, str, str
             continue
         if rng.random() < NOISE_SHARE:
             audio = with_noise(audio, rng.uniform(10, 30), seed=index)
-        encoded = transcriber.short_window_encoding(audio)
+        if encoder is None:
+            encoded = transcriber.short_window_encoding(audio)
+        else:
+            encoded = encoder.frozen(transcriber.short_window_features(audio))
         out.append((encoded.astype(np.float16), target_text(text), speaker.name))
     return out
+
+
+def _encoder(recipe: Recipe) -> WhisperEncoder | None:
+    if not recipe.encoder_layers:
+        return None
+    lora = LoraConfig(recipe.rank, recipe.alpha, recipe.dropout)
+    return WhisperEncoder(read_model(bundled_model_path()), lora, recipe.encoder_layers)
 
 
 def make_clips(recipe: Recipe, workers: int = 2) -> list[tuple[np.ndarray, str, str]]:
@@ -256,24 +274,36 @@ def batches(
         yield tokens, audio, mask, weight
 
 
-def loss_of(model: WhisperDecoder, tokens, audio, mask, weight) -> torch.Tensor:
+def loss_of(
+    model: WhisperDecoder, encoder: WhisperEncoder | None, tokens, audio, mask, weight
+) -> torch.Tensor:
     """Mean cross-entropy of the transcript's tokens (the prompt is not scored); logits
-    are computed only where a target is, the vocabulary projection being the costly part."""
+    are computed only where a target is, the vocabulary projection being the costly part.
+    With an ``encoder``, ``audio`` is the input of its adapted blocks."""
+    if encoder is not None:
+        audio = encoder(audio, mask)
     hidden = model.hidden(tokens, audio, mask)
     rows, cols = weight.nonzero(as_tuple=True)
     logits = hidden[rows, cols] @ model.embeddings.T
     return F.cross_entropy(logits, tokens[rows, cols + 1])
 
 
-def train(recipe: Recipe, clips, out: Path, threads: int) -> dict[str, float]:
+def train(
+    recipe: Recipe, clips, out: Path, threads: int, base_model: Path | None = None
+) -> dict[str, float]:
+    """Train the adapter on ``clips`` and write it to ``out``; ``base_model``: the
+    CTranslate2 Whisper folder it adapts (default the bundled tiny.en), e.g. one with a
+    decoder adapter merged, to add an encoder adapter on top of it."""
     torch.manual_seed(recipe.seed)
     torch.set_num_threads(threads)
     with_prompt, without, tokenizer = _prompts()
     eot = tokenizer.token_to_id("<|endoftext|>")
-    base = read_model(bundled_model_path())
+    base = read_model(base_model or bundled_model_path())
     lora = LoraConfig(recipe.rank, recipe.alpha, recipe.dropout, recipe.layers)
     model = WhisperDecoder(base, lora)
-    trainable = [p for p in model.parameters() if p.requires_grad]
+    encoder = _encoder(recipe)
+    parts = [model] if encoder is None else [model, encoder]
+    trainable = [p for part in parts for p in part.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=recipe.learning_rate, weight_decay=0.0)
     held = min(max(64, len(clips) // 40), len(clips) // 4)
     validation, clips = clips[:held], clips[held:]
@@ -283,12 +313,14 @@ def train(recipe: Recipe, clips, out: Path, threads: int) -> dict[str, float]:
     )
 
     def validation_loss() -> float:
-        model.eval()
+        for part in parts:
+            part.eval()
         with torch.no_grad():
             prompted = (with_prompt, with_prompt)
             held_batches = batches(validation, recipe, -1, prompted, tokenizer, eot)
-            losses = [loss_of(model, *batch).item() for batch in held_batches]
-        model.train()
+            losses = [loss_of(model, encoder, *batch).item() for batch in held_batches]
+        for part in parts:
+            part.train()
         return float(np.mean(losses))
 
     figures = {"validation_loss_before": validation_loss()}
@@ -296,7 +328,7 @@ def train(recipe: Recipe, clips, out: Path, threads: int) -> dict[str, float]:
     started, step = time.monotonic(), 0
     for epoch in range(recipe.epochs):
         for batch in batches(clips, recipe, epoch, (with_prompt, without), tokenizer, eot):
-            loss = loss_of(model, *batch)
+            loss = loss_of(model, encoder, *batch)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(trainable, 1.0)
@@ -311,7 +343,8 @@ def train(recipe: Recipe, clips, out: Path, threads: int) -> dict[str, float]:
     figures["training_minutes"] = round((time.monotonic() - started) / 60, 1)
     figures["steps"] = step
     out.mkdir(parents=True, exist_ok=True)
-    adapter = {name: tensor.half().contiguous() for name, tensor in model.adapter_state().items()}
+    state = model.adapter_state() | ({} if encoder is None else encoder.adapter_state())
+    adapter = {name: tensor.half().contiguous() for name, tensor in state.items()}
     save_file(adapter, str(out / "adapter.safetensors"))  # half precision: about 1 MB
     config = {"base": "tiny.en", "lora": asdict(lora), "recipe": asdict(recipe),
               "training_clips": len(clips), "figures": figures}  # fmt: skip
@@ -330,7 +363,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads for training")
     parser.add_argument("--workers", type=int, default=2, help="processes making clips")
     parser.add_argument("--layers", default=",".join(Recipe.layers),
-                        help=f"adapted linear layers, of: {', '.join(LINEARS)}")  # fmt: skip
+                        help=f"adapted linear layers, of: {', '.join(LINEARS)}; '' for "
+                        "none (the encoder's alone)")  # fmt: skip
+    parser.add_argument(
+        "--base-model", type=Path, help="the CTranslate2 Whisper folder to adapt (default: tiny.en)"
+    )
+    parser.add_argument("--encoder-layers", type=int, default=Recipe.encoder_layers,
+                        help="the encoder's top blocks adapted as well (0: none)")  # fmt: skip
     parser.add_argument("--random-share", type=float, default=Recipe.random_share)
     parser.add_argument("--swap-share", type=float, default=Recipe.swap_share)
     parser.add_argument(
@@ -347,32 +386,36 @@ def main() -> None:
     recipe = Recipe(clips=args.clips, seed=args.seed, rank=args.rank, learning_rate=args.lr,
                     epochs=args.epochs, random_share=args.random_share,
                     swap_share=args.swap_share, word_share=args.word_share,
-                    layers=tuple(args.layers.split(",")))  # fmt: skip
+                    layers=tuple(n for n in args.layers.split(",") if n),
+                    encoder_layers=args.encoder_layers)  # fmt: skip
     clips = []
     for cache in args.cache:
         if cache.is_file():
-            clips.extend(read_clips(cache))
+            clips.extend(read_clips(cache, recipe.clip_kind))
     if len(clips) == 0 or not all(cache.is_file() for cache in args.cache):
         made = make_clips(recipe, args.workers)
         missing = [cache for cache in args.cache if not cache.is_file()]
         if missing:
-            write_clips(missing[0], made)
+            write_clips(missing[0], made, recipe.clip_kind)
         clips.extend(made)
-    print(json.dumps(train(recipe, clips, args.out, args.threads), indent=1))
+    print(json.dumps(train(recipe, clips, args.out, args.threads, args.base_model), indent=1))
 
 
-def read_clips(path: Path) -> list[tuple[np.ndarray, str, str]]:
+def read_clips(path: Path, kind: str) -> list[tuple[np.ndarray, str, str]]:
     """A stored clip set; its texts are made targets again (the rule may have changed)."""
     stored = np.load(path, allow_pickle=True)
+    stored_kind = str(stored["kind"]) if "kind" in stored else "encoded"
+    if stored_kind != kind:
+        raise ValueError(f"{path} holds {stored_kind} clips; this recipe trains on {kind}")
     texts = [target_text(str(text)) for text in stored["text"]]
     return list(zip(stored["audio"], texts, map(str, stored["speaker"]), strict=True))
 
 
-def write_clips(path: Path, clips: list[tuple[np.ndarray, str, str]]) -> None:
+def write_clips(path: Path, clips: list[tuple[np.ndarray, str, str]], kind: str) -> None:
     audio = np.empty(len(clips), dtype=object)
     audio[:] = [c[0] for c in clips]
     np.savez(path, audio=audio, text=np.array([c[1] for c in clips]),
-             speaker=np.array([c[2] for c in clips]))  # fmt: skip
+             speaker=np.array([c[2] for c in clips]), kind=np.array(kind))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from quicksilver.audio.stt import Transcriber, bundled_model_path
 from quicksilver.audio.synthetic_speech import as_utterance
 from quicksilver.models.whisper_quicksilver.ct2_format import model_bytes, read_model
 from quicksilver.models.whisper_quicksilver.decoder import LoraConfig, WhisperDecoder
+from quicksilver.models.whisper_quicksilver.encoder import WhisperEncoder
 from quicksilver.models.whisper_quicksilver.merge import ADAPTER, build_model, merge_adapter
 from quicksilver.models.whisper_quicksilver.train import (
     LETTER_SKILLS,
@@ -101,6 +102,56 @@ def test_a_merged_adapter_gives_the_adapted_model(base, heard):
         want, got, before = adapted(tokens, audio), merged(tokens, audio), plain(tokens, audio)
     assert (want - before).abs().max() > 0.5  # the adapter changes the model...
     assert (want - got).abs().max() < 0.05  # ...and merged, it changes it the same way
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+
+
+def test_the_pytorch_encoder_hears_as_ctranslate2_does(base, heard, espeak):
+    transcriber, encoded, _ = heard
+    encoder = WhisperEncoder(base, LoraConfig(), adapted=2).eval()  # LoRA's B starts at 0
+    features = transcriber.short_window_features(as_utterance(espeak(QUESTION)))
+    with torch.no_grad():
+        ours = encoder(torch.from_numpy(encoder.frozen(features))[None])[0].numpy()
+    assert ours.shape == encoded.shape
+    cosines = _cosines(ours, encoded)  # CTranslate2 runs int8: close, not equal
+    assert np.median(cosines) > 0.995 and cosines.min() > 0.95
+
+
+def test_an_encoder_adapter_merges_into_ctranslate2s_encoder(base, heard, espeak, tmp_path):
+    transcriber, encoded, _ = heard
+    lora = LoraConfig(rank=4, alpha=8.0, dropout=0.0)
+    encoder = WhisperEncoder(base, lora, adapted=1).eval()
+    generator = torch.Generator().manual_seed(0)
+    adapter = {name: (torch.randn(t.shape, generator=generator) * 0.1).numpy()
+               for name, t in encoder.adapter_state().items()}  # fmt: skip
+    assert {name.split("/")[1] for name in adapter} == {"layer_3"}  # the top block only
+    for name, value in adapter.items():
+        encoder.get_parameter(_attribute(name)).data = torch.from_numpy(value)
+    features = transcriber.short_window_features(as_utterance(espeak(QUESTION)))
+    with torch.no_grad():
+        want = encoder(torch.from_numpy(encoder.frozen(features))[None])[0].numpy()
+    (tmp_path / "model.bin").write_bytes(model_bytes(merge_adapter(base, adapter, 2.0)))
+    for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
+        if (bundled_model_path() / name).is_file():
+            (tmp_path / name).write_bytes((bundled_model_path() / name).read_bytes())
+    got = Transcriber(str(tmp_path), device="cpu", cpu_threads=1).short_window_encoding(
+        as_utterance(espeak(QUESTION))
+    )
+    changed, same = np.median(_cosines(want, encoded)), np.median(_cosines(want, got))
+    assert changed < 0.99  # the adapter changes what is heard...
+    assert same > 0.99 and 1 - same < 0.5 * (1 - changed)  # ...and merged, CTranslate2 too
+
+
+def _attribute(name: str) -> str:
+    """The encoder's parameter an adapter tensor sets: encoder/layer_3/ffn/linear_0/lora_a
+    → blocks.3.ffn_in.lora_a."""
+    from quicksilver.models.whisper_quicksilver.encoder import ENCODER_LINEARS
+
+    _, layer, *linear, part = name.split("/")
+    attribute = {v: k for k, v in ENCODER_LINEARS.items()}["/".join(linear)]
+    return f"blocks.{layer.removeprefix('layer_')}.{attribute}.{part}"
 
 
 def test_an_adapter_for_another_model_is_refused(base):
@@ -210,9 +261,9 @@ def test_training_batches_score_the_transcript_and_nothing_else(base):
     model = WhisperDecoder(base, LoraConfig(rank=4, alpha=8.0, dropout=0.0))
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=1e-2)
-    first = loss_of(model, tokens, audio, mask, weight)
+    first = loss_of(model, None, tokens, audio, mask, weight)
     for _ in range(10):  # the adapter alone can learn a batch
         optimizer.zero_grad()
-        loss_of(model, tokens, audio, mask, weight).backward()
+        loss_of(model, None, tokens, audio, mask, weight).backward()
         optimizer.step()
-    assert loss_of(model, tokens, audio, mask, weight).item() < 0.5 * first.item()
+    assert loss_of(model, None, tokens, audio, mask, weight).item() < 0.5 * first.item()
