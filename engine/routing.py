@@ -19,9 +19,11 @@ costs the router's passes plus the expert's, and :class:`~engine.api.Answer` say
 and ``expert`` names the model that answered.
 
 The router, the experts and the default must read prompts alike (one vocabulary, one
-set of special tokens, one chat template), so a prompt's tokens are counted once for
-all; the experts and the default share their context and reply canvas, so a caller's
-budget fits whichever answers. ``unsure_below`` is the routed system's own threshold,
+set of special tokens, one chat template); an expert may prepare its prompts its own way
+(the template's ``preparation``: a letters expert's prompt holds the asked letter in a
+field of its own), and a prompt then counts as the longest any model reads. The experts
+and the default share their context and reply canvas, so a caller's budget fits
+whichever answers. ``unsure_below`` is the routed system's own threshold,
 measured on the routed system (the experts' own thresholds are not used).
 
 :func:`scheduler_for` gives the continuous-batching scheduler an engine needs: a
@@ -49,7 +51,7 @@ from .api import ROUTING_FILE, Answer, DenoiseFrame, Engine, Prepared, answers_i
 from .checkpoints import AnswerSettings
 from .sampler import SamplerConfig
 from .scheduler import Handle, Scheduler
-from .tokenizer import Conversation
+from .tokenizer import ChatTemplate, Conversation
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +159,9 @@ class RoutedEngine:
         self.unsure_below = AnswerSettings(unsure_below).unsure_below
         self._router_lock = threading.Lock()  # one router pass at a time
         check_compatible(router, self.experts, default)
+        preparing = {e.tokenizer.template.preparation: e for e in self.experts.values()}
+        preparing[default.tokenizer.template.preparation] = default
+        self._preparing_differently = tuple(preparing.values())  # one model per preparation
 
     @classmethod
     def load(
@@ -222,7 +227,10 @@ class RoutedEngine:
         return self.default.date_context(today)
 
     def count_prompt_tokens(self, conversation: Conversation) -> int:
-        return self.default.count_prompt_tokens(conversation)
+        """The longest prompt any answering model reads for ``conversation``."""
+        return max(
+            engine.count_prompt_tokens(conversation) for engine in self._preparing_differently
+        )
 
     def sampler_config(self, **options) -> SamplerConfig:
         return self.default.sampler_config(**options)
@@ -344,6 +352,11 @@ def with_routing(answer: Answer, expert: str, routed: Answer, latency_s: float) 
     )
 
 
+def _reading(template: ChatTemplate) -> ChatTemplate:
+    """A chat template less its prompt preparation, which an expert may have its own."""
+    return dataclasses.replace(template, preparation=None)
+
+
 def check_compatible(router: Engine, experts: Mapping[str, Engine], default: Engine) -> None:
     """Refuse models that would not read the same prompt alike, or experts whose context
     or canvas differ from the default's; the error names the part that differs."""
@@ -354,7 +367,7 @@ def check_compatible(router: Engine, experts: Mapping[str, Engine], default: Eng
         for what, mine, theirs in (
             ("vocabulary", tokenizer.hf.get_vocab(True), reference.hf.get_vocab(True)),
             ("special tokens", tokenizer.specials, reference.specials),
-            ("chat template", tokenizer.template, reference.template),
+            ("chat template", _reading(tokenizer.template), _reading(reference.template)),
         ):
             if mine != theirs:
                 raise ValueError(

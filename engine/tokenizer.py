@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import tokenizers
@@ -218,6 +218,11 @@ class Tokenizer:
     def with_words(self, words: Sequence[str]) -> Tokenizer:
         """This tokenizer keeping ``words`` whole as well, every existing id unchanged."""
         return Tokenizer(with_more_words(self.hf, words), self.specials, self.template)
+
+    def with_preparation(self, name: str | None) -> Tokenizer:
+        """This tokenizer preparing its prompts with the preparation registered as
+        ``name`` (None: none), for training a model to read another prompt form."""
+        return Tokenizer(self.hf, self.specials, replace(self.template, preparation=name))
 
     def save(self, path: str | Path) -> None:
         self.hf.save(str(path))

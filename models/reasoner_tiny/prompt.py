@@ -53,10 +53,12 @@ def date_context(today: dt.date) -> str:
 class Preparation:
     """Spoken-question normalisation, with or without operand slots (builds made before
     the slots existed read their prompts without them); ``last_words``: the word slots
-    take the question's last spelled-out words (``operand_slots``)."""
+    take the question's last spelled-out words; ``letter``: the slots hold the letter asked
+    about (``operand_slots``)."""
 
     slots: bool = True
     last_words: bool = False
+    letter: bool = False
 
     def prepare(
         self, messages: Sequence[dict[str, str]], tokenizer: Tokenizer
@@ -67,7 +69,7 @@ class Preparation:
         ]
         if self.slots:
             question = prepared[-1]["content"]
-            block = operand_slots(question, tokenizer.spells_out, self.last_words)
+            block = operand_slots(question, tokenizer.spells_out, self.last_words, self.letter)
             prepared[-1]["content"] = f"{question} {block}"
         return prepared
 
@@ -77,4 +79,5 @@ class Preparation:
 
 REASONER_TINY = Preparation()
 REASONER_TINY_2 = Preparation(last_words=True)  # fresh runs since the shipped build
+REASONER_TINY_LETTERS = Preparation(last_words=True, letter=True)  # the letters expert
 BEFORE_SLOTS = Preparation(slots=False)

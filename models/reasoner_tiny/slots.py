@@ -15,6 +15,12 @@ model may be asked to spell or count in) are left-aligned. Values too wide for a
 keep all their characters; fields beyond the count are dropped. A word that only names
 the operand after it ("spell the word forest") takes no field. Training data goes
 through the same function, so both sides agree.
+
+With ``letter=True`` the block also holds the letter a question asks about, in a
+one-character field between the numbers and the words (``| ___ ___ ___ ___ | r |
+strawberry__ ____________``), and "letter" only names the operand after it: "count the
+letter x in library" and "how many x's are in library" then end alike, whatever their
+phrasing, and the letter a count starts from sits where attention always finds it.
 """
 
 from __future__ import annotations
@@ -28,10 +34,22 @@ EMPTY = "_"
 # Words that name the operand that follows them rather than being one: "how many r's
 # in the word strawberry" asks about "strawberry", never about "word".
 LABEL_WORDS = frozenset({"word", "words"})
+LETTER_LABEL_WORDS = LABEL_WORDS | {"letter", "letters"}
+# The asked letter: "r's" ("rs" as Whisper may write it, but not "as", "is", "us"), or
+# the letter after "letter"; failing both, a lone letter that is not the word "a" or "i".
+ASKED_LETTER = (
+    re.compile(r"\b([a-z])'s\b"),
+    re.compile(r"\b([b-hj-tv-z])s\b"),
+    re.compile(r"\bletters? ([a-z])\b"),
+    re.compile(r"\b([b-hj-z])\b"),
+)
 
 
-def operand_slots(question: str, spelled: Callable[[str], bool], last_words: bool = False) -> str:
-    """The slot block for a normalised question; ``spelled(word)``: is it spelled out.
+def operand_slots(
+    question: str, spelled: Callable[[str], bool], last_words: bool = False, letter: bool = False
+) -> str:
+    """The slot block for a normalised question; ``spelled(word)``: is it spelled out;
+    ``letter``: the block has a field for the letter asked about (see the module's text).
 
     ``last_words``: the word fields take the question's last spelled-out words rather than
     its first. The word asked about comes at the end of nearly every phrasing ("give me
@@ -45,11 +63,23 @@ def operand_slots(question: str, spelled: Callable[[str], bool], last_words: boo
     empty_number = EMPTY * INTEGER_WIDTH + ("." + EMPTY * DECIMAL_WIDTH if decimals else "")
     number_fields += [empty_number] * (NUMBER_FIELDS - len(number_fields))
     words = [w for w in re.findall(r"\b[a-z]{2,}\b", question) if spelled(w)]
-    words = [w for i, w in enumerate(words) if w not in LABEL_WORDS or i == len(words) - 1]
+    labels = LETTER_LABEL_WORDS if letter else LABEL_WORDS
+    words = [w for i, w in enumerate(words) if w not in labels or i == len(words) - 1]
     words = words[-WORD_FIELDS:] if last_words else words[:WORD_FIELDS]
     word_fields = [w.ljust(WORD_WIDTH, EMPTY) for w in words]
     word_fields += [EMPTY * WORD_WIDTH] * (WORD_FIELDS - len(word_fields))
-    return f"| {' '.join(number_fields)} | {' '.join(word_fields)}"
+    letter_field = f" {asked_letter(question) or EMPTY} |" if letter else ""
+    return f"| {' '.join(number_fields)} |{letter_field} {' '.join(word_fields)}"
+
+
+def asked_letter(question: str) -> str | None:
+    """The letter a normalised question asks about ("how many r's in strawberry": r),
+    or None."""
+    for pattern in ASKED_LETTER:
+        found = pattern.search(question)
+        if found:
+            return found.group(1)
+    return None
 
 
 def numbers_in(question: str) -> list[str]:

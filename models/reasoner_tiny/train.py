@@ -105,8 +105,11 @@ def _encode(chunk: Sequence[Example], tokenizer: Tokenizer, max_seq_len: int) ->
     return EncodedData.from_ids(prompts, replies, CANVAS, engine)
 
 
-def start_from(run: str | Path, grow_vocabulary: bool = False) -> Engine:
-    """Another run's weights and tokenizer, in float32, to train with a fresh schedule.
+def start_from(
+    run: str | Path, grow_vocabulary: bool = False, preparation: str | None = None
+) -> Engine:
+    """Another run's weights and tokenizer, in float32, to train with a fresh schedule;
+    ``preparation``: the run learns to read prompts prepared this way instead.
 
     Its tokenizer stays even when the corpus's vocabulary has changed since (new phrasings
     add words): a word it does not keep whole reaches the model spelled out, as any word
@@ -115,6 +118,9 @@ def start_from(run: str | Path, grow_vocabulary: bool = False) -> Engine:
     keeping its id, so the run can take up new phrasings without a fresh start.
     """
     engine = Engine.load(run, device="auto", dtype=torch.float32)
+    if preparation is not None:
+        tokenizer = engine.tokenizer.with_preparation(preparation)
+        engine = Engine(engine.model, tokenizer, engine.sampler, unsure_below=engine.unsure_below)
     return engine.with_words(vocabulary()) if grow_vocabulary else engine
 
 
@@ -187,6 +193,11 @@ def main(argv: list[str] | None = None) -> int:
         "whole-word tokens (old ids unchanged) instead of reaching the model spelled out",
     )
     parser.add_argument(
+        "--preparation",
+        help="with --init-from: the prompt preparation the run learns to read instead of "
+        "its own (a registered name, e.g. reasoner-tiny-letters)",
+    )
+    parser.add_argument(
         "--weight",
         action="append",
         default=[],
@@ -211,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if value is not None
     }
+    if args.preparation and not args.init_from:
+        parser.error(f"--preparation changes --init-from RUN's; a fresh run reads {PREPARATION}")
     if shape and args.init_from:
         parser.error(
             "--d-model, --layers and --heads shape a fresh run; --init-from keeps its run's"
@@ -222,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     if args.init_from:
-        engine = start_from(args.init_from, grow_vocabulary=args.grow_vocabulary)
+        engine = start_from(args.init_from, args.grow_vocabulary, args.preparation)
     else:
         engine = build_engine(args.seed, **shape)
     if args.encoded and all(path.is_file() for path in args.encoded):

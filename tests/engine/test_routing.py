@@ -6,6 +6,7 @@ import json
 import logging
 import threading
 import time
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from quicksilver.engine import (
     Tokenizer,
     scheduler_for,
 )
+from quicksilver.engine import preparation as preparation_module
 from quicksilver.engine.routing import Routing
 from quicksilver.engine.scheduler import Scheduler
 from quicksilver.engine.train import Example, TrainConfig, train
@@ -38,6 +40,7 @@ ROUTES = {
 EXPECTED = {q: name if name != "nobody" else "default" for q, name in ROUTES.items()}
 EXPERT_SAMPLER = SamplerConfig(steps=4, max_new_tokens=16)
 CONTEXT = 256
+PREPARATIONS = preparation_module.ENTRY_POINTS
 
 
 def _expert(seed: int, **overrides) -> Engine:
@@ -318,6 +321,42 @@ def test_mismatched_experts_are_refused(parts, tmp_path, make, message):
     folder = routed_folder(parts, tmp_path / "r", experts={"letters": str(tmp_path / "odd")})
     with pytest.raises(ValueError, match=message):
         Engine.load(folder, device="cpu")
+
+
+class WithSlot:
+    """A preparation for the tests: the question ends with a field of its own, as the
+    letters expert's prompt ends with the asked letter."""
+
+    def prepare(self, messages, tokenizer):
+        *earlier, last = messages
+        return [*earlier, {**last, "content": f"{last['content']} | slot"}]
+
+    def date_context(self, today):
+        return None
+
+
+WITH_SLOT = WithSlot()
+
+
+def test_an_expert_may_prepare_its_prompts_its_own_way(parts, tmp_path, monkeypatch):
+    point = EntryPoint(name="with-slot", value=f"{__name__}:WITH_SLOT", group=PREPARATIONS)
+    monkeypatch.setattr(
+        preparation_module, "entry_points", lambda group: [point] if group == PREPARATIONS else []
+    )
+    expert = _expert(5)
+    expert = Engine(expert.model, expert.tokenizer.with_preparation("with-slot"), EXPERT_SAMPLER)
+    expert.save(tmp_path / "slotted")
+    folder = routed_folder(parts, tmp_path / "r", experts={"letters": str(tmp_path / "slotted")})
+    routed = Engine.load(folder, device="cpu")
+    letters = routed.experts["letters"]
+    assert letters.tokenizer.template.preparation == "with-slot"
+    assert " | slot" in letters.tokenizer.hf.decode(letters.tokenizer.prompt_ids("spell cat"))
+    # A prompt counts as the longest any model reads: the slotted expert's, 7 bytes more.
+    longest = routed.count_prompt_tokens("spell cat")
+    assert longest == letters.count_prompt_tokens("spell cat")
+    assert longest == routed.default.count_prompt_tokens("spell cat") + len(" | slot")
+    answer = routed.answer("spell cat")
+    assert answer.expert == "letters" and answer.router_passes == 1
 
 
 def test_a_router_with_too_short_a_context_is_refused(parts, tmp_path):

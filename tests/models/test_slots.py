@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from quicksilver.engine import ChatTemplate, Tokenizer
 from quicksilver.models.reasoner_tiny.normalise import normalise_spoken
-from quicksilver.models.reasoner_tiny.slots import operand_slots, padded
+from quicksilver.models.reasoner_tiny.slots import asked_letter, operand_slots, padded
 
 WORDS = ["what", " is", " plus", " do", " you", " get", " if", " take", " from", " spell", " to"]
 
@@ -94,3 +94,50 @@ def test_fresh_runs_train_with_the_second_preparation():
         engine.tokenizer.prompt_ids("how many b's gonna nice are in brean")
     )
     assert prompt.endswith("| nice________ brean_______")  # not "gonna", "nice"
+
+
+@pytest.mark.parametrize(
+    ("question", "letter"),
+    [
+        ("how many r's are in strawberry", "r"),
+        ("how many rs are in strawberry", "r"),  # as Whisper may write it
+        ("count the letter x in library", "x"),
+        ("how many times does the letter i appear in mississippi", "i"),
+        ("how many a's are in banana", "a"),
+        ("is there an e in apple", "e"),
+        ("what is the first letter of apple", None),
+        ("what is 7 times 3", None),
+        ("is 9 bigger than 3", None),  # "is" is not an i
+    ],
+)
+def test_the_asked_letter_is_found_whatever_the_phrasing(question, letter):
+    assert asked_letter(question) == letter
+
+
+def test_the_letters_preparation_holds_the_letter_in_a_field_and_letter_names_the_word():
+    """Two phrasings of one count end with the same block; a question without a letter
+    leaves the field empty, so every field stays where it was."""
+    spelled = {"letter", "library", "penguin", "rs"}.__contains__
+    first = operand_slots("count the letter x in library", spelled, last_words=True, letter=True)
+    second = operand_slots("how many x's are in library", spelled, last_words=True, letter=True)
+    assert first == second == "| ___ ___ ___ ___ | x | library_____ ____________"
+    assert operand_slots("spell penguin", spelled, True, True) == (
+        "| ___ ___ ___ ___ | _ | penguin_____ ____________"
+    )
+    # without the field, "letter" is an operand as before (the shipped model's prompts)
+    assert operand_slots("count the letter x in library", spelled, last_words=True).endswith(
+        "| letter______ library_____"
+    )
+
+
+def test_a_run_can_learn_the_letters_preparation_from_the_shipped_weights():
+    from quicksilver.models import path
+    from quicksilver.models.reasoner_tiny.prompt import REASONER_TINY_LETTERS
+    from quicksilver.models.reasoner_tiny.train import main, start_from
+
+    engine = start_from(path("reasoner-tiny"), preparation="reasoner-tiny-letters")
+    assert engine.tokenizer.preparation is REASONER_TINY_LETTERS
+    prompt = engine.tokenizer.decode(engine.tokenizer.prompt_ids("Count the letter X in jumbo?"))
+    assert "count the letter x in jumbo | ___ ___ ___ ___ | x | jumbo" in prompt
+    with pytest.raises(SystemExit):  # a fresh run reads the recipe's preparation
+        main(["--preparation", "reasoner-tiny-letters", "--out", "unused"])
