@@ -134,7 +134,6 @@ def left_to_right(
     for skill, items in held_out_set(per_skill, seed=seed, skills=skills).items():
         right = 0
         for item in items:
-            prompt = tok.prompt_ids(item.messages())
             reply = tok.reply_ids(item.thinking, item.answer)
             if len(reply) <= canvas:  # else the canvas cannot hold it: wrong
                 model = (
@@ -142,6 +141,7 @@ def left_to_right(
                     if isinstance(engine, RoutedEngine)
                     else engine
                 )
+                prompt = model.tokenizer.prompt_ids(item.messages())  # as that model reads it
                 right += _predicted_left_to_right(model, prompt, reply) == reply
         shares[skill] = right / len(items)
     return shares
