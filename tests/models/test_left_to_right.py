@@ -42,3 +42,32 @@ def test_the_shipped_model_writes_some_sentences_in_order_and_an_untrained_one_n
     untrained = left_to_right(build_engine(seed=0), 6, skills=["conversation"])
     assert shipped["conversation"] > 0
     assert untrained["conversation"] == 0
+
+
+def test_a_routed_expert_is_scored_on_the_prompt_it_reads(monkeypatch):
+    """A letters expert that reads its own prompt form (the asked letter in a field) is
+    scored on that prompt, not on the default model's."""
+    from quicksilver.engine import RoutedEngine
+    from quicksilver.models import path
+    from quicksilver.models.reasoner_tiny import evaluate
+    from quicksilver.models.reasoner_tiny.train import start_from
+
+    routed_folder = path("reasoner-tiny-routed")
+    router = Engine.load(routed_folder / "router", device="cpu")
+    letters = start_from(path("reasoner-tiny"), preparation="reasoner-tiny-letters")
+    default = Engine.load(path("reasoner-tiny"), device="cpu")
+    routed = RoutedEngine(router, {"letters": letters}, default, route_above=0.7)
+    scored = []
+
+    def recording(engine, prompt, reply):
+        scored.append((engine, engine.tokenizer.decode(prompt)))
+        return _predicted_left_to_right(engine, prompt, reply)
+
+    monkeypatch.setattr(evaluate, "_predicted_left_to_right", recording)
+    left_to_right(routed, per_skill=4, skills=["letter count"])
+    by_letters = [prompt for engine, prompt in scored if engine is letters]
+    assert len(scored) == 4 and len(by_letters) >= 3  # the router sends counts to letters
+    assert all(" | ___ ___ ___ ___ | " in p and p.count(" | ") >= 3 for p in by_letters)
+    for prompt in by_letters:  # the letter field holds the asked letter
+        block = prompt.split(" | ___ ___ ___ ___ | ")[1]
+        assert block[0].isalpha() and block[1:4] == " | "
