@@ -219,13 +219,17 @@ def test_push_to_talk_sends_the_held_speech_and_commits_on_release(
 ):
     silence = np.zeros(8000, np.float32)
     question = np.concatenate([silence, espeak("what is 17 times 3"), silence])
+    # The browser's fake microphone loops its file: the trailing silence is longer than
+    # the extra time held, so a late-opening microphone never hears the question twice.
+    opening_s = 2.5
+    trailing = np.zeros(int(16000 * (opening_s + 1.0)), np.float32)
     wav = tmp_path / "question.wav"
-    write_wav(wav, question, 16000)
+    write_wav(wav, np.concatenate([question, trailing]), 16000)
     driver = chromium(tmp_path, microphone=wav)
     try:
         open_page(driver, running)
         talk = driver.find_element(By.ID, "talk")
-        held_s = len(question) / 16000 + 2.5  # the microphone may take a while to open
+        held_s = len(question) / 16000 + opening_s  # the microphone may take a while to open
         ActionChains(driver).click_and_hold(talk).pause(held_s).perform()
         assert "active" in talk.get_attribute("class")
         ActionChains(driver).release(talk).perform()
