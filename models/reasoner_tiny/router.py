@@ -49,7 +49,8 @@ log = logging.getLogger(__name__)
 HERE = Path(__file__).parent
 FAMILIES = {
     "arithmetic": ("addition", "subtraction", "multiplication", "division"),
-    "letters": ("letter count", "spelling", "backwards", "first/last letter"),
+    # spelling and backwards stay with the general model, which has them at the target
+    "letters": ("letter count", "first/last letter"),
     "numbers": ("comparison", "ordering", "conversion"),
     "calendar": ("calendar",),
 }
