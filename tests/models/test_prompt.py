@@ -27,14 +27,19 @@ WEDNESDAY = datetime.date(2026, 12, 2)
 
 @pytest.fixture(scope="module")
 def shipped() -> Engine:
-    return Engine.load("bundled", device="cpu")
+    return Engine.load("reasoner-tiny", device="cpu")
 
 
 def test_the_shipped_model_sees_the_prompts_it_was_trained_on(shipped):
     assert shipped.tokenizer.preparation is REASONER_TINY
+    routed = Engine.load("bundled", device="cpu")
+    assert routed.tokenizer.preparation is REASONER_TINY  # its default model's
     for case in RECORDED:
         assert shipped.tokenizer.prompt_ids(case["conversation"]) == case["prompt_ids"], case
+        assert routed.tokenizer.prompt_ids(case["conversation"]) == case["prompt_ids"], case
         assert shipped.count_prompt_tokens(case["conversation"]) == len(case["prompt_ids"])
+        # the routed build counts the longest prompt any of its models reads
+        assert routed.count_prompt_tokens(case["conversation"]) >= len(case["prompt_ids"])
 
 
 def test_a_label_before_the_operand_is_read_as_the_operand_alone(shipped):
