@@ -236,8 +236,9 @@ class RoutedEngine:
         return self.default.sampler_config(**options)
 
     def prepare(self, conversation: Conversation, **options) -> Prepared:
-        """Check and tokenise a conversation as every expert would (they share their
-        prompts, context and canvas); bad input raises here."""
+        """Check and tokenise a conversation as the default model reads it (every model
+        shares its context and canvas; an expert with its own preparation checks its own
+        prompt again when it answers); bad input raises here."""
         return self.default.prepare(conversation, **options)
 
     # ------------------------------------------------------------------ routing

@@ -219,8 +219,9 @@ def test_push_to_talk_sends_the_held_speech_and_commits_on_release(
 ):
     silence = np.zeros(8000, np.float32)
     question = np.concatenate([silence, espeak("what is 17 times 3"), silence])
-    # The browser's fake microphone loops its file: the trailing silence is longer than
-    # the extra time held, so a late-opening microphone never hears the question twice.
+    # The browser's fake microphone loops its file from when it opens: the trailing
+    # silence is longer than the extra time held, so however soon the microphone opens,
+    # the held speech holds the question once.
     opening_s = 2.5
     trailing = np.zeros(int(16000 * (opening_s + 1.0)), np.float32)
     wav = tmp_path / "question.wav"
