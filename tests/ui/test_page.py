@@ -197,7 +197,10 @@ def test_a_spoken_question_from_the_microphone_is_answered_on_the_page(
     running: RunningService, tmp_path: Path, espeak
 ):
     silence = np.zeros(16000, np.float32)
-    question = np.concatenate([silence, espeak("what is 17 times 3"), silence, silence])
+    # the file plays once from when the fake device opens, which can be well before the
+    # page listens on a busy machine: a long lead keeps the question's start
+    lead = np.zeros(16000 * 3, np.float32)
+    question = np.concatenate([lead, espeak("what is 17 times 3"), silence, silence])
     wav = tmp_path / "question.wav"
     write_wav(wav, question, 16000)
     driver = chromium(tmp_path, microphone=wav)
@@ -218,14 +221,13 @@ def test_push_to_talk_sends_the_held_speech_and_commits_on_release(
     running: RunningService, tmp_path: Path, espeak
 ):
     silence = np.zeros(8000, np.float32)
-    question = np.concatenate([silence, espeak("what is 17 times 3"), silence])
-    # The browser's fake microphone loops its file from when it opens: the trailing
-    # silence is longer than the extra time held, so however soon the microphone opens,
-    # the held speech holds the question once.
+    # the file plays once from when the fake device opens, which can be before the page
+    # records the held speech: a long lead keeps the question's start
+    lead = np.zeros(16000 * 3, np.float32)
+    question = np.concatenate([lead, espeak("what is 17 times 3"), silence])
     opening_s = 2.5
-    trailing = np.zeros(int(16000 * (opening_s + 1.0)), np.float32)
     wav = tmp_path / "question.wav"
-    write_wav(wav, np.concatenate([question, trailing]), 16000)
+    write_wav(wav, question, 16000)
     driver = chromium(tmp_path, microphone=wav)
     try:
         open_page(driver, running)
