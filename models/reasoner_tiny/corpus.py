@@ -1199,6 +1199,63 @@ def with_unknown_operations(items: list[Item], rng: random.Random) -> list[Item]
     return out
 
 
+# Per skill, the words that say what a question asks whatever its phrasing: a
+# conversion's units, the day a calendar question is about. Its other whole words only
+# frame the question, and a user may frame it with words the model never learned
+# ("change 90 minutes into seconds", "what will tomorrow be").
+KEYWORDS = {
+    "conversion": frozenset(
+        name + plural for unit in UNITS for name in unit[:2] for plural in ("", "s")
+    ),
+    "calendar": frozenset("today tomorrow date day days week weeks after".split()),
+}
+UNKNOWN_FRAMING_SHARE = 0.3  # such questions whose framing word becomes an unknown word
+
+
+def with_unknown_framing(items: list[Item], rng: random.Random) -> list[Item]:
+    """Swap one framing word of some conversion and calendar questions for an unknown
+    word, the answer unchanged ("convert 90 minutes to seconds" → "maybe 90 minutes to
+    seconds").
+
+    Unknown words put beside the question (``with_unknown_words``) teach the model to read
+    past them, not to answer a phrasing whose verb it never learned: there it saw only
+    the phrasings' own words, so an unfamiliar frame around familiar keywords throws it.
+    Keywords, numbers (spoken ones included) and the words a question spells out are kept.
+    """
+    known = {word.strip().lower() for word in vocabulary()}
+    out = []
+    for item in items:
+        keywords = KEYWORDS.get(item.skill)
+        if keywords is None or rng.random() >= UNKNOWN_FRAMING_SHARE:
+            out.append(item)
+            continue
+        question = _edit_words(
+            item.question,
+            functools.partial(_swap_framing_word, keep=keywords, known=known, rng=rng),
+        )
+        out.append(dataclasses.replace(item, question=question))
+    return out
+
+
+def _swap_framing_word(
+    tokens: list[str], keep: frozenset[str], known: set[str], rng: random.Random
+) -> list[str]:
+    before = numbers_in(normalise_spoken(" ".join(tokens)))
+
+    def framing(i: int) -> bool:
+        word = tokens[i].lower()
+        if word not in known or word.removesuffix("'s") in keep:
+            return False
+        swapped = [*tokens[:i], "maybe", *tokens[i + 1 :]]
+        return numbers_in(normalise_spoken(" ".join(swapped))) == before
+
+    candidates = [i for i in range(len(tokens)) if framing(i)]
+    if not candidates:
+        return tokens
+    where = rng.choice(candidates)
+    return [*tokens[:where], rng.choice(UNKNOWN_WORDS), *tokens[where + 1 :]]
+
+
 def check_skill_names(names: Iterable[str]) -> None:
     """Refuse a skill the corpus does not have, naming the ones it has."""
     for name in names:
@@ -1236,6 +1293,7 @@ def training_items(
     items = with_made_up_words(items, random.Random(f"made-up words:{seed}"))
     items = with_unknown_operations(items, random.Random(f"unknown operations:{seed}"))
     items = with_unknown_words(items, random.Random(f"unknown words:{seed}"))
+    items = with_unknown_framing(items, random.Random(f"unknown framing:{seed}"))
     return with_history(items, random.Random(f"history:{seed}"))
 
 

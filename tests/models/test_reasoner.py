@@ -178,7 +178,9 @@ def test_unknown_words_are_spelled_out_and_never_give_away_a_held_out_phrasing()
     pairs = [
         (p, i)
         for p, i in zip(plain, items, strict=True)
-        if p.skill not in WORD_SKILLS and p.skill == i.skill  # not a refused arithmetic one
+        if p.skill not in WORD_SKILLS  # letter items may ask about a made-up word
+        and p.skill not in corpus.KEYWORDS  # framing words swapped: the next test
+        and p.skill == i.skill  # not a refused arithmetic one
     ]
     changed = [(p, i) for p, i in pairs if p.question != i.question]
     assert 0.15 < len(changed) / len(pairs) < 0.35
@@ -191,6 +193,26 @@ def test_unknown_words_are_spelled_out_and_never_give_away_a_held_out_phrasing()
         assert numbers[0] == numbers[1], after.question  # never inside a spoken number
         inside += words[1][0] == words[0][0] and words[1][-1] == words[0][-1]
     assert inside / len(changed) > 0.2  # not only before or after the question
+
+
+def test_some_conversion_and_calendar_questions_are_framed_in_unknown_words():
+    """One whole framing word of some questions becomes an unknown word; the keywords,
+    the numbers (spoken ones included) and what the model answers stay as they were."""
+    plain = training_items(3000, seed=0, skills=list(corpus.KEYWORDS), augment=False)
+    framed = corpus.with_unknown_framing(plain, random.Random(0))
+    changed = [(p, f) for p, f in zip(plain, framed, strict=True) if p.question != f.question]
+    assert 0.2 < len(changed) / len(plain) < 0.4
+    whole = {word.strip().lower() for word in vocabulary()}
+    for before, after in changed:
+        words = [i.question.rstrip("?.").split(" ") for i in (before, after)]
+        swaps = [(b, a) for b, a in zip(*words, strict=True) if b != a]
+        assert len(swaps) == 1, after.question
+        (old, new) = swaps[0]
+        assert new in UNKNOWN_WORDS and old.lower() in whole, after.question
+        assert old.lower().removesuffix("'s") not in corpus.KEYWORDS[before.skill]
+        numbers = [re.findall(r"\d+", normalise_spoken(i.question)) for i in (before, after)]
+        assert numbers[0] == numbers[1], after.question
+        assert dataclasses.replace(after, question=before.question) == before
 
 
 def test_arithmetic_without_its_operation_is_refused():
