@@ -359,6 +359,10 @@ UNITS = [  # (from, to, factor)
     ("meter", "centimeter", 100),
     ("centimeter", "millimeter", 10),
     ("kilogram", "gram", 1000),
+    # Later additions: the held-out split hashes (unit, n), and for the eight units above
+    # it holds n = 1 out every time, so only these teach "1 meter is 1000 millimeters."
+    ("meter", "millimeter", 1000),
+    ("kilometer", "centimeter", 100000),
 ]
 
 
@@ -369,8 +373,11 @@ def _units(name: str, n: int) -> str:
 def conversion(rng: random.Random, held_out: bool) -> Item:
     unit, n = _pair(rng, held_out, "conv", lambda: (rng.randrange(len(UNITS)), rng.randint(1, 99)))
     source, target, factor = UNITS[unit]
+    amount = spoken(n, rng)
+    if n == 1 and rng.random() < 0.5:
+        amount = "an" if source == "hour" else "a"  # "how many minutes in an hour"
     question = _phrase(rng, held_out, CONVERT_PHRASES).format(
-        n=spoken(n, rng), a=_units(source, n), b=target + "s"
+        n=amount, a=_units(source, n), b=target + "s"
     )
     zeros = len(str(factor)) - len(str(factor).rstrip("0"))
     core = factor // 10**zeros

@@ -4,9 +4,10 @@ Speech-to-text writes the same question many ways: "What's seventeen times three
 "what is 17 x 3", "um, 17 times three". A small model learns far more from one form,
 so reasoner-tiny's prompt preparation (``prompt.py``) gives it user text lower-cased,
 without fillers or stray punctuation, with number words as digits ("three hundred and
-five" → 305, "nine point one one" → 9.11, "21st" → 21), arithmetic symbols as words, and
-without a label that only names the operand after it ("spell the word kitten" → "spell
-kitten"). Training data goes through the same function, so both sides agree.
+five" → 305, "nine point one one" → 9.11, "21st" → 21, "an hour" → 1 hour), arithmetic
+symbols as words, and without a label that only names the operand after it ("spell the
+word kitten" → "spell kitten"). Training data goes through the same function, so both
+sides agree.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ from quicksilver.audio import textnorm
 UNITS = {word: n for n, word in enumerate(textnorm.ONES)} | {"oh": 0}  # "nine point oh five"
 TENS = {word: 10 * n for n, word in enumerate(textnorm.TENS) if word}
 SCALES = {"hundred": 100, "thousand": 1000}
+# Units a conversion is asked in: "an hour" and "a kilometer" are 1 of them, as "one hour"
+# is. Not "second": "wait a second" asks for no conversion, and no unit is smaller.
+ONE_OF = {
+    "hour", "minute", "day", "week", "kilometer", "meter", "centimeter", "millimeter",
+    "kilogram", "gram",
+}  # fmt: skip
 # "which one is bigger" asks for no number 1: after these words "one" stands for a thing
 PRONOUN_ONE_AFTER = {
     "which", "this", "that", "the", "each", "every", "any", "another", "no", "either",
@@ -118,6 +125,8 @@ def _read_number(words: list[str], start: int) -> tuple[int, int]:
         return 0, 0  # handled by the caller only after an integer; "point five" stays words
     if re.fullmatch(r"\d+(\.\d+)?", first):
         return 0, 0  # already digits
+    if first in ("a", "an") and start + 1 < len(words) and words[start + 1] in ONE_OF:
+        return 1, 1  # "an hour"
     if first == "oh" or (first not in UNITS and first not in TENS and first != "a"):
         return 0, 0
     if first == "a" and not (start + 1 < len(words) and words[start + 1] in SCALES):

@@ -24,6 +24,10 @@ from quicksilver.models.reasoner_tiny.normalise import LABELS, normalise_spoken
         ("nine point one one or nine point nine, which is bigger?", "9.11 or 9.9 which is bigger"),
         ("Is 9.11 bigger than 9.9?", "is 9.11 bigger than 9.9"),
         ("what is a hundred times two", "what is 100 times 2"),
+        ("How many minutes are in an hour?", "how many minutes are in 1 hour"),
+        ("convert a kilometer to meters", "convert 1 kilometer to meters"),
+        ("wait a second", "wait a second"),  # no conversion asked
+        ("tell me a joke", "tell me a joke"),
         ("How many R's are in strawberry?", "how many r's are in strawberry"),
         ("What is the first letter of banana?", "what is the first letter of banana"),
         ("the 21st of March", "the 21 of march"),

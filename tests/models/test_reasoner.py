@@ -285,6 +285,24 @@ def test_number_reasoning_starts_from_the_operand_slots():
         assert not re.search(r"(?<![\d.])0\d", item.answer), item.answer
 
 
+def test_training_says_what_one_unit_is():
+    """The held-out split keeps n = 1 out for the first eight units, so later units teach
+    the singular ("1 meter is 1000 millimeters."), asked with "a" or "an" as well."""
+    items = training_items(20_000, seed=0, skills=["conversion"], augment=False)
+    singular = [item for item in items if item.answer.startswith("1 ")]
+    assert singular
+    for item in singular:
+        assert not re.match(r"1 \w+s is", item.answer), item.answer
+        assert not is_held_out(f"conv:{(corpus.UNITS.index(unit_of(item)), 1)}")
+    assert any(re.search(r"\ban? (kilo)?meter\b", item.question.lower()) for item in singular)
+
+
+def unit_of(item) -> tuple[str, str, int]:
+    source = item.answer.split(" is ")[0].split(" ", 1)[1]
+    factor = int(item.thinking.split(":")[0].lstrip("×"))
+    return next(unit for unit in corpus.UNITS if unit[0] == source and unit[2] == factor)
+
+
 def test_calendar_reasoning_reaches_the_date_in_small_checked_steps():
     """Every step of "in n days" reasoning is one the model can check locally: the next
     weekday after the one before, a column sum or difference, a month's length; and the
