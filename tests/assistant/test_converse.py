@@ -69,7 +69,9 @@ def test_a_model_that_writes_no_answer_speaks_an_apology(
     assert result.returncode == 0, result.stderr
     assert f"quicksilver: {NO_ANSWER}" in result.stdout.splitlines()
     heard = transcriber.transcribe(read_wav(answer)).lower()
-    assert "sorry" in heard and "another way" in heard, heard
+    # tiny.en sometimes drops the opening "Sorry" (heard once in CI as "i couldn't work
+    # that out. could you ask it another way?"): the two clauses identify the apology
+    assert "work that out" in heard and "another way" in heard, heard
 
 
 def test_a_recording_without_speech_says_so(tmp_path):
