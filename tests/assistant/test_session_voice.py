@@ -95,7 +95,8 @@ async def test_a_spoken_question_is_answered_aloud(
     metrics = recorder.of(TurnMetrics)[0]
     assert metrics.speculative, "the answer was started at the first pause"
     assert metrics.endpoint_ms > 0, metrics  # at the judged pause (test_session_logic)
-    assert metrics.voice_to_voice_ms > metrics.endpoint_ms
+    # never before the endpoint; with the voice ready ahead of it, within a rounding of it
+    assert metrics.voice_to_voice_ms >= metrics.endpoint_ms
     (record,) = await logged(log, 1)
     assert record.user.lower().startswith("thank you")
     assert (record.source, record.interrupted) == ("voice", False)
