@@ -1160,16 +1160,17 @@ def _edit_words(question: str, edit: Callable[[list[str]], list[str]]) -> str:
     return " ".join(edit(body.split(" "))) + question[len(body) :]
 
 
+def _numbers_of(tokens: list[str]) -> list[str]:
+    """The numbers a question's words give the model, spoken ones read as digits."""
+    return numbers_in(normalise_spoken(" ".join(tokens)))
+
+
 def _insertion_points(tokens: list[str], words: str) -> list[int]:
     """Word boundaries where ``words`` leave the question's numbers as they were: not
     inside "three hundred and five" or "nine point one one"."""
-
-    def numbers(parts: list[str]) -> list[str]:
-        return numbers_in(normalise_spoken(" ".join(parts)))
-
-    before = numbers(tokens)
+    before = _numbers_of(tokens)
     inside = [
-        i for i in range(1, len(tokens)) if numbers([*tokens[:i], words, *tokens[i:]]) == before
+        i for i in range(1, len(tokens)) if _numbers_of([*tokens[:i], words, *tokens[i:]]) == before
     ]
     return [0, len(tokens), *inside]
 
@@ -1247,14 +1248,13 @@ def with_unknown_framing(items: list[Item], rng: random.Random) -> list[Item]:
 def _swap_framing_word(
     tokens: list[str], keep: frozenset[str], known: set[str], rng: random.Random
 ) -> list[str]:
-    before = numbers_in(normalise_spoken(" ".join(tokens)))
+    before = _numbers_of(tokens)
 
     def framing(i: int) -> bool:
         word = tokens[i].lower()
         if word not in known or word.removesuffix("'s") in keep:
             return False
-        swapped = [*tokens[:i], "maybe", *tokens[i + 1 :]]
-        return numbers_in(normalise_spoken(" ".join(swapped))) == before
+        return _numbers_of([*tokens[:i], "maybe", *tokens[i + 1 :]]) == before
 
     candidates = [i for i in range(len(tokens)) if framing(i)]
     if not candidates:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from quicksilver.audio.textnorm import int_to_words
 from quicksilver.engine import ChatTemplate, Tokenizer
-from quicksilver.models.reasoner_tiny.corpus import number_words, training_items
-from quicksilver.models.reasoner_tiny.normalise import LABELS, normalise_spoken
+from quicksilver.models.reasoner_tiny.corpus import UNITS, number_words, training_items
+from quicksilver.models.reasoner_tiny.normalise import LABELS, ONE_OF, normalise_spoken
 
 
 @pytest.mark.parametrize(
@@ -79,3 +79,13 @@ def test_only_templates_that_name_the_preparation_normalise_user_text():
     rendered = spoken.hf.decode(spoken.prompt_ids(messages))
     assert "what is 17 times 3" in rendered
     assert "Today is Sunday, November 29, 2026." in rendered  # system text untouched
+
+
+def test_every_conversion_unit_but_second_is_one_after_a_or_an():
+    """normalise cannot import the corpus (the corpus imports it), so its unit list is its
+    own: this keeps it in step with the units the corpus converts."""
+    names = {name for unit in UNITS for name in unit[:2]}
+    assert names - {"second"} <= ONE_OF and "second" not in ONE_OF
+    for name in names - {"second"}:
+        article = "an" if name == "hour" else "a"
+        assert normalise_spoken(f"convert {article} {name}") == f"convert 1 {name}"
