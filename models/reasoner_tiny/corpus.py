@@ -416,10 +416,16 @@ def step_days(today: dt.date, n: int) -> str:
     return f"{weekdays}; {' '.join(steps)}"
 
 
+# "Today" is any day of the century a user's clock may say; years, months and leap days
+# all vary, so the model learns to read the date it is told rather than a few years.
+FIRST_DAY, LAST_DAY = dt.date(2000, 1, 1), dt.date(2099, 12, 31)
+
+
 def _today(rng: random.Random, held_out: bool) -> dt.date:
-    """A date from 2024 to 2035; held-out dates are never 'today' in training."""
-    (offset,) = _pair(rng, held_out, "cal", lambda: (rng.randint(0, 365 * 12),))
-    return dt.date(2024, 1, 1) + dt.timedelta(days=offset)
+    """A day from FIRST_DAY to LAST_DAY; held-out days are never 'today' in training."""
+    span = (LAST_DAY - FIRST_DAY).days
+    (offset,) = _pair(rng, held_out, "cal", lambda: (rng.randint(0, span),))
+    return FIRST_DAY + dt.timedelta(days=offset)
 
 
 def calendar_item(rng: random.Random, held_out: bool) -> Item:

@@ -45,7 +45,7 @@ CONTENT_SKILLS = set(SKILLS) - {"calendar", "conversation", "out of scope"}
 
 def _date_offset(context: str) -> int:
     when = dt.datetime.strptime(context, "Today is %A, %B %d, %Y.").date()
-    return (when - dt.date(2024, 1, 1)).days
+    return (when - corpus.FIRST_DAY).days
 
 
 def test_no_held_out_item_reaches_training():
@@ -303,13 +303,26 @@ def unit_of(item) -> tuple[str, str, int]:
     return next(unit for unit in corpus.UNITS if unit[0] == source and unit[2] == factor)
 
 
+def test_today_is_any_day_of_the_century():
+    """The date the model is told spans 2000-2099, leap days included, so that it learns
+    to read the year it is given rather than a handful of years."""
+    told = [
+        dt.datetime.strptime(item.context, "Today is %A, %B %d, %Y.").date()
+        for item in training_items(4000, seed=2)
+        if item.context and item.context.startswith("Today is")
+    ]
+    years = {day.year for day in told}
+    assert min(years) < 2010 and max(years) > 2090 and len(years) > 80
+    assert all(corpus.FIRST_DAY <= day <= corpus.LAST_DAY for day in told)
+
+
 def test_calendar_reasoning_reaches_the_date_in_small_checked_steps():
     """Every step of "in n days" reasoning is one the model can check locally: the next
     weekday after the one before, a column sum or difference, a month's length; and the
     last weekday and the last day (with its month) named are the answer's."""
     rng = random.Random(3)
     for _ in range(400):
-        today = dt.date(2024, 1, 1) + dt.timedelta(days=rng.randint(0, 365 * 12))
+        today = corpus.FIRST_DAY + dt.timedelta(days=rng.randint(0, 365 * 100))
         n = rng.randint(1, 40)
         later = today + dt.timedelta(days=n)
         weekdays, dates = corpus.step_days(today, n).split("; ")
