@@ -135,11 +135,15 @@ def routes(
     router: Engine, seeds: Sequence[int] = EVALUATION_SEEDS, per_skill: int = 50
 ) -> list[tuple[str, Answer]]:
     """The router's answers to the held-out questions of ``seeds``, each asked as a first
-    turn and as a follow-up, with the family each question belongs to."""
+    turn, as a follow-up and in training's phrasings (where "hello" and "what day is it"
+    are: a router that sends them astray fails the most common questions), with the
+    family each question belongs to."""
     out = []
+    asked_as = [(False, False), (True, False), (False, True)]  # (follow-up, trained phrasing)
     for seed in seeds:
-        for follow_up in (False, True):
-            for skill, items in held_out_set(per_skill, seed, follow_up=follow_up).items():
+        for follow_up, trained in asked_as:
+            sets = held_out_set(per_skill, seed, follow_up=follow_up, trained_phrasings=trained)
+            for skill, items in sets.items():
                 answers = router.answer_batch([item.messages() for item in items], steps=STEPS)
                 out += [(family(skill), answer) for answer in answers]
     return out

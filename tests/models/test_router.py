@@ -100,7 +100,7 @@ def test_the_report_says_where_the_misses_went(fresh_router):
     answers = router.routes(Engine.load(fresh_router, device="cpu"), seeds=[7], per_skill=1)
     routes = router.tally(answers)
     assert set(routes) == {*router.FAMILIES, "default"}
-    assert sum(routes["letters"].values()) == 2 * 2  # two skills, first turn and follow-up
+    assert sum(routes["letters"].values()) == 2 * 3  # two skills: first turn, follow-up, trained
     assert set().union(*routes.values()) <= {*router.FAMILIES, "default"}
     # with no experts, or a router that must be surer than sure, all go to the default
     for counts in (router.tally(answers, experts=[]), router.tally(answers, route_above=1.01)):
