@@ -60,6 +60,11 @@ STEPS = 1  # router passes per answer
 SHAPE = dict(d_model=128, n_layers=2, n_heads=4, prompt_sees_reply=False)
 EVALUATION_SEEDS = (7, 1234)
 SKIPPED_FILES = ("trainer_state.pt", "trainer_state.pt.tmp")  # not needed to answer
+QUESTION_SETS = {  # the held-out sets routes are checked on: held_out_set's options
+    "first turn": {},
+    "follow-up": {"follow_up": True},
+    "trained phrasings": {"trained_phrasings": True},
+}
 
 
 def family(skill: str) -> str:
@@ -139,11 +144,9 @@ def routes(
     are: a router that sends them astray fails the most common questions), with the
     family each question belongs to."""
     out = []
-    asked_as = [(False, False), (True, False), (False, True)]  # (follow-up, trained phrasing)
     for seed in seeds:
-        for follow_up, trained in asked_as:
-            sets = held_out_set(per_skill, seed, follow_up=follow_up, trained_phrasings=trained)
-            for skill, items in sets.items():
+        for options in QUESTION_SETS.values():
+            for skill, items in held_out_set(per_skill, seed, **options).items():
                 answers = router.answer_batch([item.messages() for item in items], steps=STEPS)
                 out += [(family(skill), answer) for answer in answers]
     return out

@@ -51,7 +51,7 @@ from .confidence import (
 )
 from .corpus import held_out_set
 from .evaluate import TARGET, VALIDATION_SEED, Evaluation, evaluate, left_to_right
-from .router import FAMILIES
+from .router import FAMILIES, QUESTION_SETS
 
 HERE = Path(__file__).parent
 CARD = "MODEL_CARD.md"
@@ -61,11 +61,6 @@ ROUTED_TEMPLATE = HERE / "MODEL_CARD.routed.template.md"
 ACCURACY_SECTION = ("## Accuracy on the held-out sets", "{unsure}")
 STEP_BUDGETS = (8, 16, 32)  # the card's columns, then 16 steps as a follow-up and in
 # training's phrasings
-QUESTION_SETS = {  # the held-out sets a routed card reports routes on: evaluate's options
-    "first turn": {},
-    "follow-up": {"follow_up": True},
-    "trained phrasings": {"trained_phrasings": True},
-}
 CANDIDATES = {  # sampler options tried on the validation items
     "plain": {},
     "padding settled at p 0.9": {"padding_threshold": 0.9},

@@ -43,9 +43,13 @@ from quicksilver.models.reasoner_tiny.train import main as train_main
 CONTENT_SKILLS = set(SKILLS) - {"calendar", "conversation", "out of scope"}
 
 
+def _told_date(context: str) -> dt.date:
+    """The day a date context ("Today is Monday, March 14, 2061.") tells the model."""
+    return dt.datetime.strptime(context, "Today is %A, %B %d, %Y.").date()
+
+
 def _date_offset(context: str) -> int:
-    when = dt.datetime.strptime(context, "Today is %A, %B %d, %Y.").date()
-    return (when - corpus.FIRST_DAY).days
+    return (_told_date(context) - corpus.FIRST_DAY).days
 
 
 def test_no_held_out_item_reaches_training():
@@ -307,7 +311,7 @@ def test_today_is_any_day_of_the_century():
     """The date the model is told spans 2000-2099, leap days included, so that it learns
     to read the year it is given rather than a handful of years."""
     told = [
-        dt.datetime.strptime(item.context, "Today is %A, %B %d, %Y.").date()
+        _told_date(item.context)
         for item in training_items(4000, seed=2)
         if item.context and item.context.startswith("Today is")
     ]
@@ -320,9 +324,9 @@ def test_calendar_reasoning_reaches_the_date_in_small_checked_steps():
     """Every step of "in n days" reasoning is one the model can check locally: the next
     weekday after the one before, a column sum or difference, a month's length; and the
     last weekday and the last day (with its month) named are the answer's."""
-    rng = random.Random(3)
+    rng, span = random.Random(3), (corpus.LAST_DAY - corpus.FIRST_DAY).days
     for _ in range(400):
-        today = corpus.FIRST_DAY + dt.timedelta(days=rng.randint(0, 365 * 100))
+        today = corpus.FIRST_DAY + dt.timedelta(days=rng.randint(0, span))
         n = rng.randint(1, 40)
         later = today + dt.timedelta(days=n)
         weekdays, dates = corpus.step_days(today, n).split("; ")
