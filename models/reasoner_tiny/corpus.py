@@ -22,7 +22,7 @@ import random
 import re
 import zlib
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -1226,33 +1226,60 @@ KEYWORDS = {
 UNKNOWN_FRAMING_SHARE = 0.3  # such questions whose framing word becomes an unknown word
 
 
-def with_unknown_framing(items: list[Item], rng: random.Random) -> list[Item]:
-    """Swap one framing word of some conversion and calendar questions for an unknown
-    word, the answer unchanged ("convert 90 minutes to seconds" → "maybe 90 minutes to
-    seconds").
+def with_unknown_framing(
+    items: list[Item],
+    rng: random.Random,
+    share: float = UNKNOWN_FRAMING_SHARE,
+    words: Sequence[str] = UNKNOWN_WORDS,
+) -> list[Item]:
+    """Swap one framing word of a ``share`` of the conversion and calendar questions for
+    one of ``words`` (unknown ones by default), the answer unchanged ("convert 90 minutes
+    to seconds" → "maybe 90 minutes to seconds").
 
     Unknown words put beside the question (``with_unknown_words``) teach the model to read
     past them, not to answer a phrasing whose verb it never learned: there it saw only
     the phrasings' own words, so an unfamiliar frame around familiar keywords throws it.
     Keywords, numbers (spoken ones included) and the words a question spells out are kept.
+    The router also swaps in known words: a held-out phrasing is mostly words the model
+    knows, in an order it never saw.
     """
     known = {word.strip().lower() for word in vocabulary()}
     out = []
     for item in items:
         keywords = KEYWORDS.get(item.skill)
-        if keywords is None or rng.random() >= UNKNOWN_FRAMING_SHARE:
+        if keywords is None or rng.random() >= share:
             out.append(item)
             continue
-        question = _edit_words(
-            item.question,
-            functools.partial(_swap_framing_word, keep=keywords, known=known, rng=rng),
+        swap = functools.partial(
+            _swap_framing_word, keep=keywords, known=known, rng=rng, words=words
         )
-        out.append(dataclasses.replace(item, question=question))
+        out.append(dataclasses.replace(item, question=_edit_words(item.question, swap)))
     return out
 
 
+@functools.cache
+def neutral_words() -> tuple[str, ...]:
+    """Vocabulary words that ask for no skill, for a framing word to become: no
+    word of a skill's phrasings (held-out ones included, so that no swap makes one:
+    "what day is it today" → the held-out "which day is it today"), of a day or a
+    month, no keyword, operation or number. What is left are the topics of questions
+    out of scope ("paris", "movie") and the like."""
+    asked = [pair for pair in phrasings() if pair is not OUT_OF_SCOPE]
+    barred = words_in(text for pair in asked for texts in pair for text in texts)
+    barred |= held_out_phrasing_words() | OPERATION_WORDS
+    barred |= set().union(*KEYWORDS.values())
+    barred |= words_in([*DAYS, *MONTHS, *(month[:3] for month in MONTHS)])
+    barred |= words_in(map(number_words, range(100)))
+    words = {word.strip().lower() for word in vocabulary()}
+    return tuple(sorted(w for w in words if w.isalpha() and w not in barred))
+
+
 def _swap_framing_word(
-    tokens: list[str], keep: frozenset[str], known: set[str], rng: random.Random
+    tokens: list[str],
+    keep: frozenset[str],
+    known: set[str],
+    rng: random.Random,
+    words: Sequence[str],
 ) -> list[str]:
     before = _numbers_of(tokens)
 
@@ -1266,7 +1293,7 @@ def _swap_framing_word(
     if not candidates:
         return tokens
     where = rng.choice(candidates)
-    return [*tokens[:where], rng.choice(UNKNOWN_WORDS), *tokens[where + 1 :]]
+    return [*tokens[:where], rng.choice(words), *tokens[where + 1 :]]
 
 
 def check_skill_names(names: Iterable[str]) -> None:
@@ -1282,6 +1309,7 @@ def training_items(
     skills: Collection[str] | None = None,
     augment: bool = True,
     weights: Mapping[str, float] | None = None,
+    known_framing: float = 0.0,
 ) -> list[Item]:
     """``count`` training items, skills mixed by weight; the same seed gives the same list.
 
@@ -1290,7 +1318,10 @@ def training_items(
     made-up word, adds earlier exchanges to some items and unknown words to some
     questions (in place of the operation in some arithmetic ones, which then are
     refused), each drawn with its own generator, so the plain items (and the vocabulary
-    counted from them) do not depend on it.
+    counted from them) do not depend on it. ``known_framing``: the share of conversion
+    and calendar questions one of whose framing words becomes a word of the vocabulary
+    that asks nothing (:func:`neutral_words`), so that they are read by their units and
+    days rather than their frames (augmented runs only).
     """
     names = list(skills or SKILLS)
     overrides = weights or {}
@@ -1307,6 +1338,9 @@ def training_items(
     items = with_unknown_operations(items, random.Random(f"unknown operations:{seed}"))
     items = with_unknown_words(items, random.Random(f"unknown words:{seed}"))
     items = with_unknown_framing(items, random.Random(f"unknown framing:{seed}"))
+    if known_framing:
+        rng = random.Random(f"known framing:{seed}")
+        items = with_unknown_framing(items, rng, known_framing, neutral_words())
     return with_history(items, random.Random(f"history:{seed}"))
 
 

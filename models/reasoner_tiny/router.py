@@ -98,11 +98,16 @@ def router_from(run: str | Path) -> Engine:
     return engine
 
 
-def routing_examples(count: int, seed: int, drop_words: float = 0.0) -> list[Example]:
+def routing_examples(
+    count: int, seed: int, drop_words: float = 0.0, known_framing: float = 0.0
+) -> list[Example]:
     """The training corpus's questions (the same mix, augmentations and earlier
     exchanges), each answered with its family's name and no reasoning; ``drop_words``:
-    the share of questions that lose a word (:func:`with_dropped_words`)."""
-    items = training_items(count, seed)
+    the share of questions that lose a word (:func:`with_dropped_words`);
+    ``known_framing``: see :func:`~.corpus.training_items` (a router that names
+    conversions by their frames sent "change 54 meters into millimeters" to the general
+    model)."""
+    items = training_items(count, seed, known_framing=known_framing)
     items = with_dropped_words(items, random.Random(f"dropped words:{seed}"), drop_words)
     return [Example(item.messages(), family(item.skill)) for item in items]
 
@@ -323,10 +328,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--drop-words", type=float, default=0.0, help="share of questions that lose a word"
     )
+    parser.add_argument(
+        "--known-framing", type=float, default=0.0,
+        help="share of conversion and calendar questions with a framing word swapped",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     engine = router_from(args.init_from) if args.init_from else build_router(args.like, args.seed)
-    data = encoded(engine, routing_examples(args.examples, args.seed, args.drop_words))
+    examples = routing_examples(args.examples, args.seed, args.drop_words, args.known_framing)
+    data = encoded(engine, examples)
     config = TrainConfig(
         steps=args.steps,
         batch_size=args.batch_size,

@@ -55,8 +55,9 @@ def examples(
     seed: int,
     skills: Collection[str] | None = None,
     weights: Mapping[str, float] | None = None,
+    known_framing: float = 0.0,
 ) -> list[Example]:
-    items = training_items(count, seed, skills, weights=weights)
+    items = training_items(count, seed, skills, weights=weights, known_framing=known_framing)
     return [Example(i.messages(), i.answer, i.thinking) for i in items]
 
 
@@ -67,6 +68,7 @@ def encoded_corpus(
     workers: int = 1,
     chunk: int = CHUNK,
     weights: Mapping[str, float] | None = None,
+    known_framing: float = 0.0,
 ) -> EncodedData:
     """The training corpus on a canvas of ``CANVAS`` tokens, encoded with ``engine``'s
     tokenizer by ``workers`` processes (the same rows for any number of them).
@@ -74,7 +76,7 @@ def encoded_corpus(
     The rare example that does not fit (a reply longer than the canvas, or earlier
     exchanges that leave too little room for it) is left out, and counted in the log.
     """
-    corpus = examples(count, seed, weights=weights)
+    corpus = examples(count, seed, weights=weights, known_framing=known_framing)
     chunks = [corpus[i : i + chunk] for i in range(0, len(corpus), chunk)]
     limit = engine.model.config.max_seq_len
     arguments = (chunks, repeat(engine.tokenizer), repeat(limit))
@@ -205,6 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         help="a skill's share in the corpus, e.g. --weight 'out of scope=4' (repeatable; "
         "the others keep the recipe's)",
     )
+    parser.add_argument(
+        "--known-framing", type=float, default=0.0, metavar="SHARE",
+        help="share of conversion and calendar questions with a framing word swapped for "
+        "a word that asks nothing (corpus.neutral_words)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.encode_only and not args.encoded:
         parser.error("--encode-only needs --encoded FILE")
@@ -244,7 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if args.encoded and len(args.encoded) > 1:
             parser.error("to encode the corpus, give --encoded one file")
-        data = encoded_corpus(engine, args.examples, args.seed, args.workers, weights=weights)
+        data = encoded_corpus(
+            engine, args.examples, args.seed, args.workers, weights=weights,
+            known_framing=args.known_framing,
+        )  # fmt: skip
         if args.encoded:
             data.save(args.encoded[0], engine)
     print(f"{len(data.tokens):,} examples, a canvas of {data.reply_length} tokens")

@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 from quicksilver.engine import Engine, RoutedEngine
-from quicksilver.models.reasoner_tiny import router
+from quicksilver.models.reasoner_tiny import corpus, router
 from quicksilver.models.reasoner_tiny.blend import load
 from quicksilver.models.reasoner_tiny.compare import candidates, measure
 from quicksilver.models.reasoner_tiny.corpus import SKILLS
+from quicksilver.models.reasoner_tiny.normalise import normalise_spoken
+from quicksilver.models.reasoner_tiny.slots import numbers_in
 
 SHIPPED = Path(router.__file__).parent
 
@@ -165,6 +167,30 @@ def test_dropped_words_never_take_the_operation():
         if example.answer == "arithmetic":
             words = {w.lower().strip("?.") for w in example.conversation[-1]["content"].split()}
             assert words & router.OPERATION_WORDS
+
+
+def test_known_framing_swaps_a_frame_word_for_a_neutral_one_and_keeps_the_cues():
+    """Conversion and calendar questions keep their units, days and numbers; the word
+    swapped in is one of no phrasing (no held-out phrasing can come of it)."""
+    plain = router.routing_examples(600, seed=4)
+    framed = router.routing_examples(600, seed=4, known_framing=1.0)
+    assert [e.answer for e in framed] == [e.answer for e in plain]
+    neutral = set(corpus.neutral_words())
+    assert neutral and not neutral & corpus.held_out_phrasing_words()
+    assert not neutral & set().union(*corpus.KEYWORDS.values())
+    changed = 0
+    for a, b in zip(plain, framed, strict=True):
+        before, after = a.conversation[-1]["content"], b.conversation[-1]["content"]
+        if before == after:
+            continue
+        changed += 1
+        assert a.answer in ("numbers", "calendar"), (before, after)
+        gone = Counter(before.split()) - Counter(after.split())
+        came = Counter(after.rstrip("?.").split()) - Counter(before.rstrip("?.").split())
+        assert len(gone) == len(came) == 1 and set(came) <= neutral, (before, after)
+        assert not {w.lower() for w in gone} & set().union(*corpus.KEYWORDS.values())
+        assert numbers_in(normalise_spoken(after)) == numbers_in(normalise_spoken(before))
+    assert changed > 0.5 * sum(e.answer in ("numbers", "calendar") for e in plain) / 2
 
 
 def test_a_router_can_start_from_the_general_model():
