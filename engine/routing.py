@@ -9,9 +9,15 @@ folder per model it names (paths relative to the folder)::
      "default": "general", "route_above": 0.8, "unsure_below": null}
 
 The router is an ordinary diffusion checkpoint whose spoken answer is an expert's name,
-denoised in ``router_steps`` passes on its own short canvas. An answer naming no expert
-(an empty one, "default", anything else) goes to the default model, and so does one the
-router is less sure of than ``route_above`` (its :attr:`~engine.api.Answer.confidence`):
+on its own short canvas. With ``router_names`` (every name it was trained to answer,
+"default" included) it is read as a choice among them: its one pass on the masked canvas
+scores each name's whole canvas, and the likeliest name is the route, its share of the
+names' probability the router's confidence (:func:`choose_names`). Without them (format
+1 and 2), its answer is denoised in ``router_steps`` passes and read as text, which can
+come out as no name at all ("nemault" between "numbers" and "default"). A route naming
+no expert ("default", an empty or unknown answer, a name the build has no expert for)
+goes to the default model, and so does one the router is less sure of than
+``route_above`` (its :attr:`~engine.api.Answer.confidence`):
 a doubtful route costs nothing against the general model, while a wrong expert, trained
 on one family alone, answers a question of another badly. Every answer then
 costs the router's passes plus the expert's, and :class:`~engine.api.Answer` says so:
@@ -56,7 +62,7 @@ from .tokenizer import ChatTemplate, Conversation
 log = logging.getLogger(__name__)
 
 FORMAT = "quicksilver-routed"
-FORMAT_VERSION = 2  # 2: route_above
+FORMAT_VERSION = 3  # 2: route_above; 3: router_names
 DEFAULT = "default"  # what a routed answer's ``expert`` says when the default answered
 
 
@@ -70,6 +76,7 @@ class Routing:
     router_steps: int = 1
     route_above: float | None = None  # the router's confidence an expert needs; None: any
     unsure_below: float | None = None
+    router_names: list[str] | None = None  # read the router as a choice among these names
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
 
@@ -89,6 +96,20 @@ class Routing:
         if not isinstance(self.router_steps, int) or self.router_steps < 1:
             raise ValueError(f"router_steps must be a whole number ≥ 1, got {self.router_steps!r}")
         AnswerSettings(self.unsure_below)  # checks the range
+        if self.router_names is not None:
+            names = self.router_names
+            if not (
+                isinstance(names, list)
+                and len(names) >= 2
+                and all(isinstance(n, str) and n.strip() == n and n for n in names)
+                and len(set(names)) == len(names)
+            ):
+                raise ValueError(
+                    "router_names lists the names the router answers, at least two, each "
+                    f'once, e.g. ["letters", "default"]; got {names!r}'
+                )
+            if self.router_steps != 1:
+                raise ValueError("a router read as a choice among router_names runs 1 pass")
         if self.route_above is not None and not (
             isinstance(self.route_above, int | float) and 0.0 <= self.route_above <= 1.0
         ):
@@ -127,6 +148,8 @@ class Routing:
         data = dataclasses.asdict(self)
         order = ["format", "format_version", "router", "router_steps", "experts", "default"]
         ordered = {key: data[key] for key in order}
+        if self.router_names is not None:
+            ordered["router_names"] = self.router_names
         ordered |= {"route_above": self.route_above, "unsure_below": self.unsure_below}
         path.write_text(json.dumps(ordered, indent=2) + "\n")
         return path
@@ -150,15 +173,19 @@ class RoutedEngine:
         router_steps: int = 1,
         unsure_below: float | None = None,
         route_above: float | None = None,
+        router_names: Sequence[str] | None = None,
     ) -> None:
         self.router = router
         self.experts = dict(experts)
         self.default = default
         self.router_steps = router_steps
         self.route_above = route_above
+        self.router_names = tuple(router_names) if router_names is not None else None
         self.unsure_below = AnswerSettings(unsure_below).unsure_below
         self._router_lock = threading.Lock()  # one router pass at a time
         check_compatible(router, self.experts, default)
+        if self.router_names is not None:
+            name_canvases(router, self.router_names)  # each name fits the router's canvas
         preparing = {e.tokenizer.template.preparation: e for e in self.experts.values()}
         preparing[default.tokenizer.template.preparation] = default
         self._preparing_differently = tuple(preparing.values())  # one model per preparation
@@ -193,7 +220,7 @@ class RoutedEngine:
         log.info("routed checkpoint %s: experts %s", folder, ", ".join(experts) or "none")
         return cls(
             router, experts, default, routing.router_steps, routing.unsure_below,
-            routing.route_above,
+            routing.route_above, routing.router_names,
         )  # fmt: skip
 
     # ------------------------------------------------------------------ as an engine
@@ -251,7 +278,10 @@ class RoutedEngine:
         """Each conversation's expert name (or ``"default"``) and the router's answer,
         from one batched router call."""
         with self._router_lock:
-            answers = self.router.answer_batch(conversations, steps=self.router_steps)
+            if self.router_names is not None:
+                answers = choose_names(self.router, conversations, self.router_names)
+            else:
+                answers = self.router.answer_batch(conversations, steps=self.router_steps)
         return [(routed_name(a, self.experts, self.route_above), a) for a in answers]
 
     def engine_for(self, name: str) -> Engine:
@@ -307,6 +337,61 @@ class RoutedEngine:
                 [conversations[i] for i in indices], drafts=drafts, **options
             )
             yield from _routed_frames(frames, routes, started, dict(enumerate(indices)))
+
+
+def name_canvases(router: Engine, names: Sequence[str]) -> torch.Tensor:
+    """Each name's whole canvas as the router was trained to write it (its reply ids,
+    then end padding), one row per name; a name longer than the canvas is refused."""
+    tok, canvas = router.tokenizer, router.sampler.max_new_tokens
+    rows = []
+    for name in names:
+        ids = tok.reply_ids("", name)
+        if len(ids) > canvas:
+            raise ValueError(
+                f"the router's canvas holds {canvas} tokens; the name {name!r} takes "
+                f"{len(ids)}: it cannot be one of its router_names"
+            )
+        rows.append(ids + [tok.end_id] * (canvas - len(ids)))
+    return torch.tensor(rows, device=router.device)
+
+
+def choose_names(
+    router: Engine, conversations: Sequence[Conversation], names: Sequence[str]
+) -> list[Answer]:
+    """The router's choice among ``names`` for each conversation, from one pass on its
+    masked canvas: each name is scored by the log-probability of its whole canvas
+    (every position as that pass predicts it), and the answer is the likeliest, its
+    ``confidence`` its softmax share among the names. Unlike a denoised answer, it is
+    always one of the names, and a near tie between two shows as a low confidence."""
+    candidates = name_canvases(router, names)  # (names, canvas)
+    canvas = candidates.shape[1]
+    model, mask_id = router.model, router.tokenizer.mask_id
+    answers = []
+    with torch.inference_mode():
+        for conversation in conversations:
+            request = router.prepare(conversation, steps=1)
+            prompt = request.prompt_ids
+            row = torch.tensor([[*prompt, *[mask_id] * canvas]], device=router.device)
+            span = slice(len(prompt), len(prompt) + canvas)
+            logits = model(row, prompt_len=len(prompt), logits_for=span)[0].float()
+            per_position = logits.log_softmax(-1).gather(1, candidates.T)  # (canvas, names)
+            shares = per_position.sum(0).softmax(0)
+            best = int(shares.argmax())
+            answers.append(
+                Answer(
+                    text=names[best],
+                    thinking="",
+                    steps=1,
+                    forward_passes=1,
+                    latency_s=time.perf_counter() - request.started,
+                    prompt_tokens=len(prompt),
+                    canvas_tokens=canvas,
+                    tokens=tuple(candidates[best].tolist()),
+                    probabilities=tuple(per_position[:, best].exp().tolist()),
+                    confidence=float(shares[best]),
+                )
+            )
+    return answers
 
 
 def routed_name(routed: Answer, experts: Collection[str], route_above: float | None) -> str:

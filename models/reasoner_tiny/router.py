@@ -38,7 +38,13 @@ import torch
 from quicksilver.audio.language_model import FILE_NAME as QUESTIONS_FILE
 from quicksilver.engine import Answer, Engine, ModelConfig, SamplerConfig
 from quicksilver.engine.checkpoints import CONFIG_FILE
-from quicksilver.engine.routing import DEFAULT, RoutedEngine, Routing, routed_name
+from quicksilver.engine.routing import (
+    DEFAULT,
+    RoutedEngine,
+    Routing,
+    choose_names,
+    routed_name,
+)
 from quicksilver.engine.train import EncodedData, Example, TrainConfig, encode_examples, train
 
 from .corpus import OPERATION_WORDS, SKILLS, Item, held_out_set, training_items
@@ -59,6 +65,7 @@ CANVAS = 12  # "<|answer|>arithmetic<|end|>": the longest name, spelled out, and
 STEPS = 1  # router passes per answer
 SHAPE = dict(d_model=128, n_layers=2, n_heads=4, prompt_sees_reply=False)
 EVALUATION_SEEDS = (7, 1234)
+NAMES = [*FAMILIES, DEFAULT]  # what the router answers: routing.json's router_names
 SKIPPED_FILES = ("trainer_state.pt", "trainer_state.pt.tmp")  # not needed to answer
 QUESTION_SETS = {  # the held-out sets routes are checked on: held_out_set's options
     "first turn": {},
@@ -142,17 +149,25 @@ def encoded(engine: Engine, examples: Sequence[Example]) -> EncodedData:
 
 
 def routes(
-    router: Engine, seeds: Sequence[int] = EVALUATION_SEEDS, per_skill: int = 50
+    router: Engine,
+    seeds: Sequence[int] = EVALUATION_SEEDS,
+    per_skill: int = 50,
+    read_text: bool = False,
 ) -> list[tuple[str, Answer]]:
     """The router's answers to the held-out questions of ``seeds``, each asked as a first
     turn, as a follow-up and in training's phrasings (where "hello" and "what day is it"
     are: a router that sends them astray fails the most common questions), with the
-    family each question belongs to."""
+    family each question belongs to. The router is read as a routed build reads it: a
+    choice among ``NAMES``, or (``read_text``) its denoised answer as text."""
     out = []
     for seed in seeds:
         for options in QUESTION_SETS.values():
             for skill, items in held_out_set(per_skill, seed, **options).items():
-                answers = router.answer_batch([item.messages() for item in items], steps=STEPS)
+                conversations = [item.messages() for item in items]
+                if read_text:
+                    answers = router.answer_batch(conversations, steps=STEPS)
+                else:
+                    answers = choose_names(router, conversations, NAMES)
                 out += [(family(skill), answer) for answer in answers]
     return out
 
@@ -202,13 +217,16 @@ def assemble(
     unsure_below: float | None = None,
     route_above: float | None = None,
     link_default: bool = False,
+    read_text: bool = False,
 ) -> Path:
     """Copy the router, the experts and the default model into ``out`` (their resumable
     training state left behind) and write its ``routing.json``; the default model's
     model of what users ask (``questions.lm.json``) goes to the top, where the assistant
     looks. ``link_default``: name the default model by its path relative to ``out``
     instead of copying it (a routed build shipped inside the general model's folder).
-    The result is checked by loading it."""
+    The router is read as a choice among ``NAMES`` (``router_names``), or with
+    ``read_text`` its answer denoised in ``router_steps`` passes as text. The result is
+    checked by loading it."""
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} is not empty; pass a new folder to --out")
     parts = {"router": router, **{f"experts/{n}": p for n, p in experts.items()}}
@@ -228,6 +246,7 @@ def assemble(
         router_steps=router_steps,
         route_above=route_above,
         unsure_below=unsure_below,
+        router_names=None if read_text else NAMES,
     )
     routing.write(out)
     RoutedEngine.load(out, device="cpu")  # the models must fit together
@@ -256,6 +275,11 @@ def main_assemble(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--router-steps", type=int, default=STEPS)
     parser.add_argument(
+        "--read-text", action="store_true",
+        help="read the router's denoised answer as text (routed format 2) instead of as a "
+        "choice among the names it answers",
+    )  # fmt: skip
+    parser.add_argument(
         "--route-above", type=float, help="the router's confidence an expert needs (evaluate)"
     )
     parser.add_argument(
@@ -272,7 +296,7 @@ def main_assemble(argv: list[str]) -> int:
         parser.error(str(error))
     assemble(
         args.router, experts, args.default, args.out, args.router_steps, args.unsure_below,
-        args.route_above, args.link_default,
+        args.route_above, args.link_default, args.read_text,
     )  # fmt: skip
     print(f"{args.out}: routed checkpoint; load it with Engine.load({str(args.out)!r})")
     return 0
@@ -292,13 +316,14 @@ def main_evaluate(argv: list[str]) -> int:
         "--route-above", type=float, nargs="*", default=[], metavar="P",
         help="also read the router as a routed checkpoint with each of these route_above",
     )  # fmt: skip
+    parser.add_argument("--read-text", action="store_true", help="read its denoised answer as text")
     args = parser.parse_args(argv)
     experts = [name for name in args.experts.split(",") if name]
     unknown = set(experts) - set(FAMILIES)
     if unknown:
         parser.error(f"no families {sorted(unknown)}; the families are {list(FAMILIES)}")
     router = Engine.load(args.run, device="auto")
-    answers = routes(router, args.seeds, args.per_skill)
+    answers = routes(router, args.seeds, args.per_skill, args.read_text)
     for route_above in [None, *args.route_above]:
         print(f"\nexperts {', '.join(experts) or 'none'}; route_above {route_above}")
         print(report(tally(answers, experts, route_above), experts))

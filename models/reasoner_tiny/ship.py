@@ -371,6 +371,13 @@ def sampler_sentence(engine: RoutedEngine, default_name: str) -> str:
     )
 
 
+def read_as(routing: Routing) -> str:
+    """How the routed build reads its router's pass, for the card."""
+    if routing.router_names is None:
+        return ", read as text"
+    return f", read as a choice among {', '.join(routing.router_names)}"
+
+
 def parts_table(
     folder: Path, target: Path, routing: Routing, engine: RoutedEngine, router_passes: int
 ) -> str:
@@ -384,7 +391,7 @@ def parts_table(
         f"| `{routing.router}/` | the router: {shape(router)}, `model.safetensors` "
         f"{weights_mb(folder / routing.router)} MB; names the family whose expert answers, "
         f"in {pass_count(router_passes)} on a {router.sampler.max_new_tokens}-token "
-        f"canvas; {trained(folder / routing.router)} |"
+        f"canvas{read_as(routing)}; {trained(folder / routing.router)} |"
     ]
     for name, path in routing.experts.items():
         skills = ", ".join(FAMILIES.get(name, ())) or "its family"

@@ -18,6 +18,7 @@ from quicksilver.engine import (
     RoutedScheduler,
     SamplerConfig,
     Tokenizer,
+    routing,
     scheduler_for,
 )
 from quicksilver.engine import preparation as preparation_module
@@ -185,7 +186,45 @@ def test_a_route_the_router_is_unsure_of_goes_to_the_default(parts, routed, tmp_
         assert (answer.expert, answer.router_passes) == ("default", 1)  # the router still ran
         assert answer.tokens == routed.default.answer(question).tokens
     written = json.loads((tmp_path / "a" / "routing.json").read_text())
-    assert written["route_above"] == sure[question] / 2 and written["format_version"] == 2
+    assert written["route_above"] == sure[question] / 2
+    assert written["format_version"] == routing.FORMAT_VERSION
+
+
+NAMES = ["letters", "arithmetic", "default", "nobody"]  # every name the router learnt
+
+
+def test_a_router_read_as_a_choice_among_its_names(parts, routed, tmp_path, count_passes):
+    """One pass scores each name's whole canvas: the route is always one of the names,
+    the confidence its share of their probability, and the routes are the trained ones."""
+    engine = Engine.load(routed_folder(parts, tmp_path / "n", router_names=NAMES), device="cpu")
+    assert engine.router_names == tuple(NAMES)
+    counter = count_passes(engine.router)
+    chosen = routing.choose_names(engine.router, list(ROUTES), NAMES)
+    assert counter.passes == len(ROUTES)  # one pass each
+    for (question, trained), answer in zip(ROUTES.items(), chosen, strict=True):
+        assert answer.text == trained and answer.forward_passes == 1
+        assert 0.5 < answer.confidence <= 1.0
+        assert answer.tokens == tuple(routing.name_canvases(engine.router, [trained])[0].tolist())
+        assert engine.route(question) == EXPECTED[question]
+    answer = engine.answer("spell cat")
+    assert (answer.expert, answer.router_passes) == ("letters", 1)
+    written = json.loads((tmp_path / "n" / "routing.json").read_text())
+    assert written["router_names"] == NAMES
+    # A question between two families: still one of the names, whatever their order.
+    mixed = routing.choose_names(engine.router, ["spell 2 plus cat"], NAMES)[0]
+    assert mixed.text in NAMES and 0.0 < mixed.confidence <= 1.0
+    shares = [
+        routing.choose_names(engine.router, ["spell 2 plus cat"], [name, other])[0]
+        for name, other in (("letters", "arithmetic"), ("arithmetic", "letters"))
+    ]
+    assert shares[0].text == shares[1].text  # the same choice whichever name comes first
+    assert shares[0].confidence == pytest.approx(shares[1].confidence)
+
+
+def test_a_router_name_longer_than_its_canvas_is_refused(parts, tmp_path):
+    folder = routed_folder(parts, tmp_path / "long", router_names=["letters", "x" * 40])
+    with pytest.raises(ValueError, match="cannot be one of its router_names"):
+        Engine.load(folder, device="cpu")
 
 
 def test_the_scheduler_routes_each_conversation(routed):
@@ -270,6 +309,16 @@ def test_a_plain_folder_loads_as_before(parts):
             '{"format": "quicksilver-routed", "router": "r", "experts": {}, "default": "d",'
             ' "route_above": 1.5}',
             "route_above is a confidence",
+        ),
+        (
+            '{"format": "quicksilver-routed", "router": "r", "experts": {}, "default": "d",'
+            ' "router_names": ["letters", "letters"]}',
+            "router_names lists the names",
+        ),
+        (
+            '{"format": "quicksilver-routed", "router": "r", "experts": {}, "default": "d",'
+            ' "router_names": ["letters", "default"], "router_steps": 2}',
+            "runs 1 pass",
         ),
     ],
 )
