@@ -47,7 +47,15 @@ from quicksilver.engine.routing import (
 )
 from quicksilver.engine.train import EncodedData, Example, TrainConfig, encode_examples, train
 
-from .corpus import OPERATION_WORDS, SKILLS, Item, held_out_set, training_items
+from .corpus import (
+    OPERATION_WORDS,
+    SKILLS,
+    Item,
+    held_out_set,
+    neutral_words,
+    training_items,
+    with_unknown_framing,
+)
 from .train import start_from
 
 log = logging.getLogger(__name__)
@@ -111,11 +119,16 @@ def routing_examples(
     """The training corpus's questions (the same mix, augmentations and earlier
     exchanges), each answered with its family's name and no reasoning; ``drop_words``:
     the share of questions that lose a word (:func:`with_dropped_words`);
-    ``known_framing``: see :func:`~.corpus.training_items` (a router that names
+    ``known_framing``: the share of conversion and calendar questions, after that, one
+    of whose framing words becomes a word that asks for no skill (as
+    :func:`~.corpus.training_items` does for the experts; a router that names
     conversions by their frames sent "change 54 meters into millimeters" to the general
     model)."""
-    items = training_items(count, seed, known_framing=known_framing)
+    items = training_items(count, seed)
     items = with_dropped_words(items, random.Random(f"dropped words:{seed}"), drop_words)
+    if known_framing:
+        rng = random.Random(f"known framing:{seed}")
+        items = with_unknown_framing(items, rng, known_framing, neutral_words())
     return [Example(item.messages(), family(item.skill)) for item in items]
 
 

@@ -199,20 +199,27 @@ def test_unknown_words_are_spelled_out_and_never_give_away_a_held_out_phrasing()
     assert inside / len(changed) > 0.2  # not only before or after the question
 
 
-def test_some_conversion_and_calendar_questions_are_framed_in_unknown_words():
-    """One whole framing word of some questions becomes an unknown word; the keywords,
-    the numbers (spoken ones included) and what the model answers stay as they were."""
+@pytest.mark.parametrize(
+    ("share", "pool"),
+    [(corpus.UNKNOWN_FRAMING_SHARE, "unknown"), (0.5, "neutral")],
+)
+def test_some_conversion_and_calendar_questions_are_reframed(share, pool):
+    """One whole framing word of some questions becomes an unknown word (or, for known
+    framing, a known word that asks for no skill and is of no held-out phrasing); the
+    keywords, the numbers (spoken ones included) and what the model answers stay."""
+    swapped_in = UNKNOWN_WORDS if pool == "unknown" else corpus.neutral_words()
+    assert not set(swapped_in) & corpus.held_out_phrasing_words()
     plain = training_items(3000, seed=0, skills=list(corpus.KEYWORDS), augment=False)
-    framed = corpus.with_unknown_framing(plain, random.Random(0))
+    framed = corpus.with_unknown_framing(plain, random.Random(0), share, swapped_in)
     changed = [(p, f) for p, f in zip(plain, framed, strict=True) if p.question != f.question]
-    assert 0.2 < len(changed) / len(plain) < 0.4
+    assert share - 0.1 < len(changed) / len(plain) < share + 0.1
     whole = {word.strip().lower() for word in vocabulary()}
     for before, after in changed:
         words = [i.question.rstrip("?.").split(" ") for i in (before, after)]
         swaps = [(b, a) for b, a in zip(*words, strict=True) if b != a]
         assert len(swaps) == 1, after.question
         (old, new) = swaps[0]
-        assert new in UNKNOWN_WORDS and old.lower() in whole, after.question
+        assert new in swapped_in and old.lower() in whole, after.question
         assert old.lower().removesuffix("'s") not in corpus.KEYWORDS[before.skill]
         numbers = [re.findall(r"\d+", normalise_spoken(i.question)) for i in (before, after)]
         assert numbers[0] == numbers[1], after.question
