@@ -3,10 +3,11 @@
 A routed checkpoint is a folder holding ``routing.json`` and one ordinary checkpoint
 folder per model it names (paths relative to the folder)::
 
-    {"format": "quicksilver-routed", "format_version": 1,
+    {"format": "quicksilver-routed", "format_version": 3,
      "router": "router", "router_steps": 1,
      "experts": {"letters": "letters", "arithmetic": "arithmetic"},
-     "default": "general", "route_above": 0.8, "unsure_below": null}
+     "default": "general", "router_names": ["letters", "arithmetic", "default"],
+     "route_above": 0.8, "unsure_below": null}
 
 The router is an ordinary diffusion checkpoint whose spoken answer is an expert's name,
 on its own short canvas. With ``router_names`` (every name it was trained to answer,
@@ -276,7 +277,8 @@ class RoutedEngine:
 
     def route_batch(self, conversations: Sequence[Conversation]) -> list[tuple[str, Answer]]:
         """Each conversation's expert name (or ``"default"``) and the router's answer,
-        from one batched router call."""
+        from one batched router call (read as a choice among ``router_names``: a pass
+        per prompt length)."""
         with self._router_lock:
             if self.router_names is not None:
                 answers = choose_names(self.router, conversations, self.router_names)
@@ -362,35 +364,41 @@ def choose_names(
     masked canvas: each name is scored by the log-probability of its whole canvas
     (every position as that pass predicts it), and the answer is the likeliest, its
     ``confidence`` its softmax share among the names. Unlike a denoised answer, it is
-    always one of the names, and a near tie between two shows as a low confidence."""
+    always one of the names, and a near tie between two shows as a low confidence.
+    Conversations whose prompts are as long share a batched pass."""
     candidates = name_canvases(router, names)  # (names, canvas)
     canvas = candidates.shape[1]
-    model, mask_id = router.model, router.tokenizer.mask_id
-    answers = []
+    requests = [router.prepare(conversation, steps=1) for conversation in conversations]
+    by_length: dict[int, list[int]] = {}
+    for index, request in enumerate(requests):
+        by_length.setdefault(len(request.prompt_ids), []).append(index)
+    answers: list[Answer | None] = [None] * len(requests)
+    masked = [router.tokenizer.mask_id] * canvas
     with torch.inference_mode():
-        for conversation in conversations:
-            request = router.prepare(conversation, steps=1)
-            prompt = request.prompt_ids
-            row = torch.tensor([[*prompt, *[mask_id] * canvas]], device=router.device)
-            span = slice(len(prompt), len(prompt) + canvas)
-            logits = model(row, prompt_len=len(prompt), logits_for=span)[0].float()
-            per_position = logits.log_softmax(-1).gather(1, candidates.T)  # (canvas, names)
-            shares = per_position.sum(0).softmax(0)
-            best = int(shares.argmax())
-            answers.append(
-                Answer(
+        for length, indices in by_length.items():
+            rows = [[*requests[i].prompt_ids, *masked] for i in indices]
+            tokens = torch.tensor(rows, device=router.device)
+            span = slice(length, length + canvas)
+            logits = router.model(tokens, prompt_len=length, logits_for=span).float()
+            # (rows, canvas, names): each position's log-probability of each name's token
+            per_position = logits.log_softmax(-1).gather(
+                2, candidates.T.unsqueeze(0).expand(len(indices), -1, -1)
+            )
+            shares = per_position.sum(1).softmax(-1)  # (rows, names)
+            for row, index in enumerate(indices):
+                best = int(shares[row].argmax())
+                answers[index] = Answer(
                     text=names[best],
                     thinking="",
                     steps=1,
                     forward_passes=1,
-                    latency_s=time.perf_counter() - request.started,
-                    prompt_tokens=len(prompt),
+                    latency_s=time.perf_counter() - requests[index].started,
+                    prompt_tokens=length,
                     canvas_tokens=canvas,
                     tokens=tuple(candidates[best].tolist()),
-                    probabilities=tuple(per_position[:, best].exp().tolist()),
-                    confidence=float(shares[best]),
+                    probabilities=tuple(per_position[row, :, best].exp().tolist()),
+                    confidence=float(shares[row, best]),
                 )
-            )
     return answers
 
 

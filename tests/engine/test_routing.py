@@ -199,9 +199,14 @@ def test_a_router_read_as_a_choice_among_its_names(parts, routed, tmp_path, coun
     engine = Engine.load(routed_folder(parts, tmp_path / "n", router_names=NAMES), device="cpu")
     assert engine.router_names == tuple(NAMES)
     counter = count_passes(engine.router)
-    chosen = routing.choose_names(engine.router, list(ROUTES), NAMES)
-    assert counter.passes == len(ROUTES)  # one pass each
-    for (question, trained), answer in zip(ROUTES.items(), chosen, strict=True):
+    questions = [*ROUTES, "spell dog"]  # two prompts of one length share a pass
+    chosen = routing.choose_names(engine.router, questions, NAMES)
+    lengths = {engine.router.count_prompt_tokens(question) for question in questions}
+    assert counter.passes == len(lengths) < len(questions)
+    alone = [routing.choose_names(engine.router, [q], NAMES)[0] for q in questions]
+    assert [(a.text, a.tokens) for a in alone] == [(c.text, c.tokens) for c in chosen]
+    assert [a.confidence for a in alone] == pytest.approx([c.confidence for c in chosen])
+    for (question, trained), answer in zip(ROUTES.items(), chosen[: len(ROUTES)], strict=True):
         assert answer.text == trained and answer.forward_passes == 1
         assert 0.5 < answer.confidence <= 1.0
         assert answer.tokens == tuple(routing.name_canvases(engine.router, [trained])[0].tolist())
