@@ -3,9 +3,10 @@
 A small diffusion model whose spoken answer is a family's name ("arithmetic", "letters",
 "numbers", "calendar") or "default" (chat, refusals: the general model), from one pass on
 a canvas of 12 tokens read as a choice among those names (``NAMES``, a routed build's
-``router_names``: see ``quicksilver.engine.routing.choose_names``). It reads prompts exactly as the shipped model does (its
-tokenizer, chat template and prompt preparation), so a routed checkpoint counts a prompt's
-tokens once for all its models (see ``quicksilver.engine.routing``).
+``router_names``: see ``quicksilver.engine.routing.choose_names``). It reads prompts
+exactly as the shipped model does (its tokenizer, chat template and prompt preparation),
+so a routed checkpoint counts a prompt's tokens once for all its models (see
+``quicksilver.engine.routing``).
 
 Train it (resumable), measure it on the held-out questions, and assemble a routed
 checkpoint from it and fine-tuned experts::

@@ -18,8 +18,8 @@ QUICKSILVER = [sys.executable, "-m", "quicksilver.ui.cli"]  # as installed, what
 CONTEXT = {"role": "system", "content": "Today is Monday, November 30, 2026."}
 
 # What this build answers right, one or two per skill it has learnt (see MODEL_CARD.md:
-# over half the held-out questions overall and nearly every out-of-scope request; not yet
-# letter counting or conversions).
+# four in five held-out questions overall and nearly every out-of-scope request; the
+# calendar still lags).
 # The numbers, words and some phrasings are held out (never trained on); the day is
 # read from the date the assistant passes in the context.
 ANSWERS = {
@@ -43,6 +43,10 @@ ANSWERS = {
     "which one is bigger seventy-four or 5": "74 is bigger than 5.",  # "one": no number 1
     "put these in order 40, 92, 57 and 85?": "From smallest to largest: 40, 57, 85, 92.",
     "what day is it today": "Today is Monday.",
+    "do you know the date": "Today is Monday, November 30, 2026.",
+    "hey": CHAT["greeting"],  # the general model's, not the calendar expert's
+    "change fifty-four meters into millimeters": "54 meters is 54000 millimeters.",
+    "turn 5 kilograms into grams": "5 kilograms is 5000 grams.",
     "many thanks": CHAT["thanks"],
     "what is the history of kenya": REFUSAL,
     "remind me to call berlin please": REFUSAL,
