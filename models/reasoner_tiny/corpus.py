@@ -1226,7 +1226,7 @@ KEYWORDS = {
 UNKNOWN_FRAMING_SHARE = 0.3  # such questions whose framing word becomes an unknown word
 
 
-def with_unknown_framing(
+def with_swapped_framing(
     items: list[Item],
     rng: random.Random,
     share: float = UNKNOWN_FRAMING_SHARE,
@@ -1240,8 +1240,9 @@ def with_unknown_framing(
     past them, not to answer a phrasing whose verb it never learned: there it saw only
     the phrasings' own words, so an unfamiliar frame around familiar keywords throws it.
     Keywords, numbers (spoken ones included) and the words a question spells out are kept.
-    The router also swaps in known words: a held-out phrasing is mostly words the model
-    knows, in an order it never saw.
+    Known framing (``training_items``' ``known_framing``, the router's) swaps in known
+    words that ask for no skill: a held-out phrasing is mostly words the model knows, in
+    an order it never saw.
     """
     known = {word.strip().lower() for word in vocabulary()}
     out = []
@@ -1337,10 +1338,10 @@ def training_items(
     items = with_made_up_words(items, random.Random(f"made-up words:{seed}"))
     items = with_unknown_operations(items, random.Random(f"unknown operations:{seed}"))
     items = with_unknown_words(items, random.Random(f"unknown words:{seed}"))
-    items = with_unknown_framing(items, random.Random(f"unknown framing:{seed}"))
+    items = with_swapped_framing(items, random.Random(f"unknown framing:{seed}"))
     if known_framing:
         rng = random.Random(f"known framing:{seed}")
-        items = with_unknown_framing(items, rng, known_framing, neutral_words())
+        items = with_swapped_framing(items, rng, known_framing, neutral_words())
     return with_history(items, random.Random(f"history:{seed}"))
 
 

@@ -56,7 +56,7 @@ from .corpus import (
     held_out_set,
     neutral_words,
     training_items,
-    with_unknown_framing,
+    with_swapped_framing,
 )
 from .train import start_from
 
@@ -130,7 +130,7 @@ def routing_examples(
     items = with_dropped_words(items, random.Random(f"dropped words:{seed}"), drop_words)
     if known_framing:
         rng = random.Random(f"known framing:{seed}")
-        items = with_unknown_framing(items, rng, known_framing, neutral_words())
+        items = with_swapped_framing(items, rng, known_framing, neutral_words())
     return [Example(item.messages(), family(item.skill)) for item in items]
 
 

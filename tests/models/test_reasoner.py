@@ -210,7 +210,7 @@ def test_some_conversion_and_calendar_questions_are_reframed(share, pool):
     swapped_in = UNKNOWN_WORDS if pool == "unknown" else corpus.neutral_words()
     assert not set(swapped_in) & corpus.held_out_phrasing_words()
     plain = training_items(3000, seed=0, skills=list(corpus.KEYWORDS), augment=False)
-    framed = corpus.with_unknown_framing(plain, random.Random(0), share, swapped_in)
+    framed = corpus.with_swapped_framing(plain, random.Random(0), share, swapped_in)
     changed = [(p, f) for p, f in zip(plain, framed, strict=True) if p.question != f.question]
     assert share - 0.1 < len(changed) / len(plain) < share + 0.1
     whole = {word.strip().lower() for word in vocabulary()}
