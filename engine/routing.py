@@ -280,10 +280,7 @@ class RoutedEngine:
         from one batched router call (read as a choice among ``router_names``: a pass
         per prompt length)."""
         with self._router_lock:
-            if self.router_names is not None:
-                answers = choose_names(self.router, conversations, self.router_names)
-            else:
-                answers = self.router.answer_batch(conversations, steps=self.router_steps)
+            answers = read_router(self.router, conversations, self.router_names, self.router_steps)
         return [(routed_name(a, self.experts, self.route_above), a) for a in answers]
 
     def engine_for(self, name: str) -> Engine:
@@ -400,6 +397,19 @@ def choose_names(
                     confidence=float(shares[row, best]),
                 )
     return answers
+
+
+def read_router(
+    router: Engine,
+    conversations: Sequence[Conversation],
+    names: Sequence[str] | None,
+    steps: int = 1,
+) -> list[Answer]:
+    """The router's answers as a routed build reads them: a choice among ``names``
+    (:func:`choose_names`), or with no names its answers denoised in ``steps`` passes."""
+    if names is not None:
+        return choose_names(router, conversations, names)
+    return router.answer_batch(conversations, steps=steps)
 
 
 def routed_name(routed: Answer, experts: Collection[str], route_above: float | None) -> str:

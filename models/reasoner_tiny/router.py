@@ -44,7 +44,7 @@ from quicksilver.engine.routing import (
     DEFAULT,
     RoutedEngine,
     Routing,
-    choose_names,
+    read_router,
     routed_name,
 )
 from quicksilver.engine.train import EncodedData, Example, TrainConfig, encode_examples, train
@@ -179,10 +179,7 @@ def routes(
         for options in QUESTION_SETS.values():
             for skill, items in held_out_set(per_skill, seed, **options).items():
                 conversations = [item.messages() for item in items]
-                if read_text:
-                    answers = router.answer_batch(conversations, steps=STEPS)
-                else:
-                    answers = choose_names(router, conversations, NAMES)
+                answers = read_router(router, conversations, None if read_text else NAMES, STEPS)
                 out += [(family(skill), answer) for answer in answers]
     return out
 
