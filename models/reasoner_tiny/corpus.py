@@ -437,7 +437,10 @@ def calendar_item(rng: random.Random, held_out: bool) -> Item:
     weekday, month = DAYS[today.weekday()], MONTHS[today.month - 1]
     today_words = f"today {weekday.lower()} {today.day} {month.lower()} {today.year}"
     if kind in ("weekday", "date"):
-        answer = f"Today is {weekday}." if kind == "weekday" else f"Today is {spoken_date(today)}."
+        # "what day is it" gets the whole date, as tomorrow's and later days' questions do
+        # (and as people's assistants answer it): one answer for today, whichever word
+        # the question used, so "what date is it" is never told the weekday alone
+        answer = f"Today is {spoken_date(today)}."
         return Item("calendar", transcript(question, rng), today_words, answer, context)
     days = 1 if kind == "tomorrow" else n
     later = today + dt.timedelta(days=days)
@@ -1166,7 +1169,7 @@ def _edit_words(question: str, edit: Callable[[list[str]], list[str]]) -> str:
     return " ".join(edit(body.split(" "))) + question[len(body) :]
 
 
-def _numbers_of(tokens: list[str]) -> list[str]:
+def numbers_of(tokens: list[str]) -> list[str]:
     """The numbers a question's words give the model, spoken ones read as digits."""
     return numbers_in(normalise_spoken(" ".join(tokens)))
 
@@ -1174,9 +1177,9 @@ def _numbers_of(tokens: list[str]) -> list[str]:
 def _insertion_points(tokens: list[str], words: str) -> list[int]:
     """Word boundaries where ``words`` leave the question's numbers as they were: not
     inside "three hundred and five" or "nine point one one"."""
-    before = _numbers_of(tokens)
+    before = numbers_of(tokens)
     inside = [
-        i for i in range(1, len(tokens)) if _numbers_of([*tokens[:i], words, *tokens[i:]]) == before
+        i for i in range(1, len(tokens)) if numbers_of([*tokens[:i], words, *tokens[i:]]) == before
     ]
     return [0, len(tokens), *inside]
 
@@ -1282,19 +1285,36 @@ def _swap_framing_word(
     rng: random.Random,
     words: Sequence[str],
 ) -> list[str]:
-    before = _numbers_of(tokens)
+    before = numbers_of(tokens)
 
     def framing(i: int) -> bool:
         word = tokens[i].lower()
         if word not in known or word.removesuffix("'s") in keep:
             return False
-        return _numbers_of([*tokens[:i], "maybe", *tokens[i + 1 :]]) == before
+        return numbers_of([*tokens[:i], "maybe", *tokens[i + 1 :]]) == before
 
     candidates = [i for i in range(len(tokens)) if framing(i)]
     if not candidates:
         return tokens
     where = rng.choice(candidates)
     return [*tokens[:where], rng.choice(words), *tokens[where + 1 :]]
+
+
+@functools.cache
+def _held_out_patterns() -> tuple[re.Pattern[str], ...]:
+    texts = [text for _, held_out in phrasings() for text in held_out]
+    parts = (re.split(r"\{\w+\}", text.lower()) for text in texts)  # around the slots
+    return tuple(re.compile(".+".join(map(re.escape, part))) for part in parts)
+
+
+def is_held_out_phrasing(question: str) -> bool:
+    """Whether a question, with or without the fillers a transcript adds, reads as one
+    of the held-out phrasings. A slot takes any words, so the check errs on the safe
+    side: "how many letter b's are there in wue", a training phrasing, reads as the
+    held-out "how many {l}'s are there in {w}" (which it becomes without "letter")."""
+    text = question.lower().rstrip("?.")
+    bare = re.sub(r" (please|for me)$", "", re.sub(r"^(um|uh|so|hey|okay) ", "", text))
+    return any(p.fullmatch(form) for p in _held_out_patterns() for form in (text, bare))
 
 
 def check_skill_names(names: Iterable[str]) -> None:

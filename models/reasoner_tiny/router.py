@@ -54,7 +54,9 @@ from .corpus import (
     SKILLS,
     Item,
     held_out_set,
+    is_held_out_phrasing,
     neutral_words,
+    numbers_of,
     training_items,
     with_swapped_framing,
 )
@@ -135,19 +137,29 @@ def routing_examples(
 
 
 def with_dropped_words(items: list[Item], rng: random.Random, share: float) -> list[Item]:
-    """Drop one word from a ``share`` of the questions (never the word that names an
-    arithmetic operation, whose absence makes a question out of scope), so that the
-    router learns every cue of a family rather than whole training phrasings, and
-    routes phrasings it never saw."""
+    """Drop one word from a ``share`` of the questions, so that the router learns every
+    cue of a family rather than whole training phrasings, and routes phrasings it never
+    saw. Never dropped: a word that names an arithmetic operation (without it the
+    question is out of scope) or is part of a number. A drop that would make a held-out
+    phrasing ("see you later" → the held-out "see you") keeps the question whole."""
     out = []
     for item in items:
         words = item.question.split(" ")
-        keep = [i for i, w in enumerate(words) if w.lower().strip("?.") not in OPERATION_WORDS]
         if len(words) < 3 or rng.random() >= share:
             out.append(item)
             continue
-        gone = rng.choice(keep)
+        numbers = numbers_of(words)
+        keep = [
+            i
+            for i, word in enumerate(words)
+            if word.lower().strip("?.") not in OPERATION_WORDS
+            and numbers_of([*words[:i], *words[i + 1 :]]) == numbers
+        ]
+        gone = rng.choice(keep or [-1])
         question = " ".join(w for i, w in enumerate(words) if i != gone)
+        if question == item.question or is_held_out_phrasing(question):
+            out.append(item)
+            continue
         out.append(dataclasses.replace(item, question=question))
     return out
 

@@ -226,6 +226,28 @@ def test_some_conversion_and_calendar_questions_are_reframed(share, pool):
         assert dataclasses.replace(after, question=before.question) == before
 
 
+def test_every_held_out_question_reads_as_a_held_out_phrasing():
+    """The check that keeps a router's dropped words from making a held-out phrasing
+    knows every held-out question, fillers and all; training's phrasings pass it but
+    for the one whose slot words make the held-out one (see is_held_out_phrasing)."""
+    for items in held_out_set(40, seed=5).values():
+        assert all(corpus.is_held_out_phrasing(item.question) for item in items)
+    for skill, items in held_out_set(40, seed=5, trained_phrasings=True).items():
+        for item in items:
+            if corpus.is_held_out_phrasing(item.question):
+                assert skill == "letter count" and " letter " in item.question, item
+
+
+def test_today_is_answered_with_the_whole_date_whichever_word_asks():
+    """Asked "what day is it" or "what date is it", the model gives one answer, the date with its
+    weekday, as tomorrow's and later days' questions do."""
+    for items in (held_out_set(60, seed=3)["calendar"], training_items(400, 1, ["calendar"])):
+        today = [i for i in items if i.answer.startswith("Today is ")]
+        assert today and all(i.answer == i.context for i in today)
+        questions = [i.question.lower() for i in today]
+        assert any("date" in q for q in questions) and any("date" not in q for q in questions)
+
+
 def test_arithmetic_without_its_operation_is_refused():
     """An arithmetic question whose operation became an unknown word is a refusal, with
     the same numbers and no operation word left; the rest keep their operation."""
