@@ -149,13 +149,13 @@ def with_dropped_words(items: list[Item], rng: random.Random, share: float) -> l
             out.append(item)
             continue
         numbers = numbers_of(words)
-        keep = [
+        droppable = [
             i
             for i, word in enumerate(words)
             if word.lower().strip("?.") not in OPERATION_WORDS
             and numbers_of([*words[:i], *words[i + 1 :]]) == numbers
         ]
-        gone = rng.choice(keep or [-1])
+        gone = rng.choice(droppable or [-1])
         question = " ".join(w for i, w in enumerate(words) if i != gone)
         if question == item.question or is_held_out_phrasing(question):
             out.append(item)
