@@ -92,12 +92,16 @@ def spoken(n: int | str, rng: random.Random) -> str:
     return number_words(n) if rng.random() < 0.2 else str(n)
 
 
+OPENING_FILLERS = ("um", "uh", "so", "hey", "okay")  # what a transcript may start with
+CLOSING_FILLERS = ("please", "for me")  # and end with
+
+
 def transcript(text: str, rng: random.Random) -> str:
     """Dress a question the way a transcript arrives: case, punctuation, a filler."""
     if rng.random() < 0.15:
-        text = rng.choice(["um ", "uh ", "so ", "hey ", "okay "]) + text
+        text = rng.choice(OPENING_FILLERS) + " " + text
     if rng.random() < 0.1:
-        text = text + rng.choice([" please", " for me"])
+        text = text + " " + rng.choice(CLOSING_FILLERS)
     if rng.random() < 0.5:
         text = text[0].upper() + text[1:]
     return text + rng.choice(["?", "?", ".", ""])
@@ -1313,7 +1317,8 @@ def is_held_out_phrasing(question: str) -> bool:
     side: "how many letter b's are there in wue", a training phrasing, reads as the
     held-out "how many {l}'s are there in {w}" (which it becomes without "letter")."""
     text = question.lower().rstrip("?.")
-    bare = re.sub(r" (please|for me)$", "", re.sub(r"^(um|uh|so|hey|okay) ", "", text))
+    opening, closing = "|".join(OPENING_FILLERS), "|".join(CLOSING_FILLERS)
+    bare = re.sub(f" ({closing})$", "", re.sub(f"^({opening}) ", "", text))
     return any(p.fullmatch(form) for p in _held_out_patterns() for form in (text, bare))
 
 
