@@ -1,12 +1,12 @@
 """The router of a routed reasoner-tiny: which skill family's expert answers a question.
 
 A small diffusion model whose spoken answer is a family's name ("arithmetic", "letters",
-"numbers", "calendar") or "default" (chat, refusals: the general model), from one pass on
-a canvas of 12 tokens read as a choice among those names (``NAMES``, a routed build's
-``router_names``: see ``quicksilver.engine.routing.choose_names``). It reads prompts
-exactly as the shipped model does (its tokenizer, chat template and prompt preparation),
-so a routed checkpoint counts a prompt's tokens once for all its models (see
-``quicksilver.engine.routing``).
+"spelling", "numbers", "calendar") or "default" (chat, refusals: the general
+model), from one pass on a canvas of 12 tokens read as a choice among those names
+(``NAMES``, a routed build's ``router_names``: see
+``quicksilver.engine.routing.choose_names``). It reads prompts exactly as the shipped
+model does (its tokenizer, chat template and prompt preparation), so a routed checkpoint
+counts a prompt's tokens once for all its models (see ``quicksilver.engine.routing``).
 
 Train it (resumable), measure it on the held-out questions, and assemble a routed
 checkpoint from it and fine-tuned experts::
@@ -67,8 +67,10 @@ log = logging.getLogger(__name__)
 HERE = Path(__file__).parent
 FAMILIES = {
     "arithmetic": ("addition", "subtraction", "multiplication", "division"),
-    # spelling and backwards stay with the general model, which has them at the target
     "letters": ("letter count", "first/last letter"),
+    # the general model refuses half of training's own spelling phrasings ("what's the
+    # spelling of X", "reverse the letters of X"), which came after it was trained
+    "spelling": ("spelling", "backwards"),
     "numbers": ("comparison", "ordering", "conversion"),
     "calendar": ("calendar",),
 }

@@ -24,7 +24,7 @@ SHIPPED = Path(router.__file__).parent
 def test_every_skill_has_a_family_or_goes_to_the_default():
     assert {skill for skills in router.FAMILIES.values() for skill in skills} <= set(SKILLS)
     assert router.family("letter count") == "letters" and router.family("calendar") == "calendar"
-    assert router.family("spelling") == router.family("backwards") == "default"  # at the target
+    assert router.family("spelling") == router.family("backwards") == "spelling"
     assert router.family("conversation") == router.family("out of scope") == "default"
     with pytest.raises(ValueError, match="no skill named"):
         router.family("poetry")
@@ -125,7 +125,7 @@ def test_the_shipped_routed_build_sends_each_family_to_its_expert():
     engine = Engine.load("reasoner-tiny-routed", device="cpu")
     general = Engine.load("reasoner-tiny", device="cpu")
     assert isinstance(engine, RoutedEngine)
-    assert set(engine.experts) == {"numbers", "calendar", "arithmetic", "letters"}
+    assert set(engine.experts) == {"numbers", "calendar", "arithmetic", "letters", "spelling"}
     stored = json.loads((SHIPPED / "routed" / "routing.json").read_text())
     assert engine.route_above == stored["route_above"] is not None
     assert engine.unsure_below == stored["unsure_below"] is not None  # its own, not the default's
@@ -140,7 +140,10 @@ def test_the_shipped_routed_build_sends_each_family_to_its_expert():
         "hello": "default",
         "what is 17 times 3": "arithmetic",
         "count the letter x in library": "letters",
-        "spell kitchen": "default",  # the general model spells
+        "what's the opening letter of forest": "letters",  # a training phrasing
+        "spell kitchen": "spelling",
+        "give me the spelling of drum": "spelling",
+        "read turtle backwards": "spelling",
     }
     assert {question: engine.route(question) for question in wanted} == wanted
     answer = engine.answer("which is bigger 7 or 12")
