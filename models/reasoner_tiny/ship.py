@@ -20,11 +20,14 @@ reading-order score as a plain build (reading order on the model the router pick
 each question), the router's passes counted on its answers, and which model answered
 each skill's questions. Its weights are already assembled and stay as they are; it is
 shipped where it lies (``--to`` elsewhere writes the card there and changes nothing in
-the build). Its ``unsure_below`` is chosen on the validation draws as a plain build's is
-and written to its ``routing.json``, where the engine reads it. Its sampler is not chosen
-again: the engine reads each member's from the member's own ``config.json``, and the
-default member of a build such as reasoner-tiny-routed is the plain reasoner's folder,
-whose files a routed ship leaves as they are; the card names the sampler the members run.
+the build). Each expert's sampler is chosen as a plain build's is, on the validation
+draws of its own family's skills, and written to the expert's ``config.json`` (only that
+section), where the engine reads it: an expert is another model than the default whose
+sampler it inherited. Then its ``unsure_below`` is chosen on the validation draws as a
+plain build's is and written to its ``routing.json``. The default member's sampler is not
+chosen again: the default of a build such as reasoner-tiny-routed is the plain
+reasoner's folder, whose files a routed ship leaves as they are; the card names the
+sampler each member runs.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ import argparse
 import dataclasses
 import json
 import os
+import statistics
 from collections import Counter
+from collections.abc import Collection
 from pathlib import Path
 
 import torch
@@ -50,7 +55,14 @@ from .confidence import (
     write_threshold,
 )
 from .corpus import held_out_set
-from .evaluate import TARGET, VALIDATION_SEED, Evaluation, evaluate, left_to_right
+from .evaluate import (
+    TARGET,
+    VALIDATION_SEED,
+    VALIDATION_SEEDS,
+    Evaluation,
+    evaluate,
+    left_to_right,
+)
 from .router import FAMILIES, QUESTION_SETS
 
 HERE = Path(__file__).parent
@@ -115,21 +127,56 @@ def sampler_name(sampler: SamplerConfig) -> str:
     return "own settings: " + (", ".join(settings) or "the defaults")
 
 
-def choose_sampler(engine: Engine, per_skill: int) -> tuple[str, SamplerConfig, dict[str, float]]:
+def choose_sampler(
+    engine: Engine,
+    per_skill: int,
+    skills: Collection[str] | None = None,
+    seeds: Collection[int] = (VALIDATION_SEED,),
+) -> tuple[str, SamplerConfig, dict[str, float]]:
     """Of the candidates within one validation answer of the best mean accuracy at 16
-    steps, the fastest (p50). Leaves ``engine.sampler`` as it found it."""
+    steps (``per_skill`` items of each of ``skills`` per draw, one draw per seed), the
+    fastest (p50). Leaves ``engine.sampler`` as it found it."""
     run_sampler = engine.sampler
     means, p50s = {}, {}
     try:
         for name, options in CANDIDATES.items():
             engine.sampler = candidate_sampler(run_sampler, options)
-            result = evaluate(engine, per_skill, steps=16, seed=VALIDATION_SEED)
-            means[name] = result.mean
-            p50s[name] = result.p50_ms
+            results = [
+                evaluate(engine, per_skill, steps=16, skills=skills, seed=seed) for seed in seeds
+            ]
+            means[name] = statistics.fmean(result.mean for result in results)
+            p50s[name] = statistics.median(ms for result in results for ms in result.latencies_ms)
     finally:
         engine.sampler = run_sampler
-    best = best_candidate(means, p50s, answers=per_skill * len(result.scores))
+    answers = per_skill * len(results[0].scores) * len(results)
+    best = best_candidate(means, p50s, answers)
     return best, candidate_sampler(run_sampler, CANDIDATES[best]), means
+
+
+def choose_expert_samplers(engine: RoutedEngine, per_skill: int) -> dict[str, str]:
+    """Set each expert's sampler to the one :func:`choose_sampler` picks on its family's
+    skills, both validation draws; the chosen candidate's name per expert.
+
+    An expert inherits the default model's sampler when it is trained, chosen for another
+    model on every skill; its own can differ (the spelling expert spelled 4 points better
+    without the default's position decay)."""
+    chosen = {}
+    for name, expert in engine.experts.items():
+        skills = FAMILIES.get(name)
+        if skills:  # an expert named for no family answers no skill the draws ask
+            chosen[name], expert.sampler, _ = choose_sampler(
+                expert, per_skill, skills, VALIDATION_SEEDS
+            )
+    return chosen
+
+
+def write_sampler(folder: Path, sampler: SamplerConfig) -> None:
+    """Store ``sampler`` in ``folder``'s ``config.json``, where the engine reads it, and
+    nothing else of it (the weights and the rest of the config stay as they are)."""
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    config["sampler"] = dataclasses.asdict(sampler)
+    path.write_text(json.dumps(config, indent=2) + "\n")
 
 
 def best_candidate(means: dict[str, float], p50s: dict[str, float], answers: int) -> str:
@@ -354,8 +401,8 @@ def trained(folder: Path) -> str:
     )
 
 
-def sampler_sentence(engine: RoutedEngine, default_name: str) -> str:
-    """The sampler the answering models run, and why the routed ship leaves it."""
+def sampler_sentence(engine: RoutedEngine, default_name: str, per_skill: int) -> str:
+    """The sampler the answering models run, and how each was chosen."""
     default = sampler_name(engine.default.sampler)
     differ = {n: e.sampler for n, e in engine.experts.items() if e.sampler != engine.sampler}
     if differ:
@@ -365,9 +412,11 @@ def sampler_sentence(engine: RoutedEngine, default_name: str) -> str:
     else:
         runs = f"{default}, which the experts run as well"
     return (
-        f"{runs}; {engine.sampler.steps} steps. Not chosen again for the routed build: the "
-        f"engine reads each model's own from its `config.json`, and the default's is "
-        f"{default_name}'s, chosen by its own ship, which a routed ship leaves as it is"
+        f"{runs}; {engine.sampler.steps} steps. The engine reads each model's own from its "
+        f"`config.json`. Each expert's is chosen by this ship on the validation draws of its "
+        f"own skills ({per_skill} questions a skill per draw, the fastest within one answer "
+        f"of the best); the default's is {default_name}'s, chosen by its own ship, which a "
+        f"routed ship leaves as it is"
     )
 
 
@@ -379,7 +428,12 @@ def read_as(routing: Routing) -> str:
 
 
 def parts_table(
-    folder: Path, target: Path, routing: Routing, engine: RoutedEngine, router_passes: int
+    folder: Path,
+    target: Path,
+    routing: Routing,
+    engine: RoutedEngine,
+    router_passes: int,
+    sampler_per_skill: int,
 ) -> str:
     """The card's rows on the routed build's parts and settings (what ``routing.json``
     says, each member's shape and last run)."""
@@ -407,7 +461,7 @@ def parts_table(
         f"(`{ROUTING_FILE}`) |",
         f"| `unsure_below` | {engine.unsure_below:.3f}: the routed system's own, chosen on the "
         f"validation draws as below (`{ROUTING_FILE}`) |",
-        f"| sampler | {sampler_sentence(engine, default_name)} |",
+        f"| sampler | {sampler_sentence(engine, default_name, sampler_per_skill)} |",
     ]
     return "\n".join(rows)
 
@@ -419,6 +473,7 @@ def write_routed_card(
     routed: dict[str, dict[str, Counter]],
     router_passes: int,
     accuracy: dict[str, object],
+    sampler_per_skill: int,
 ) -> Path:
     """The routed build's card: its own parts and routes, then the plain card's accuracy
     section (:data:`ACCURACY_SECTION`, from the plain template) and unsure section,
@@ -434,7 +489,7 @@ def write_routed_card(
         default_name=shipped_name(folder / routing.default),
         experts=", ".join(f"{n} ({', '.join(FAMILIES.get(n, ()))})" for n in engine.experts)
         or "none",
-        parts=parts_table(folder, target, routing, engine, router_passes),
+        parts=parts_table(folder, target, routing, engine, router_passes, sampler_per_skill),
         router_passes=pass_count(router_passes),
         per_skill=accuracy["per_skill"],
         routes=routes_table(routed),
@@ -450,6 +505,7 @@ def ship_routed(args: argparse.Namespace) -> int:
     folder = Path(args.run)
     target = Path(args.to) if args.to else folder
     engine = Engine.load(folder, device="cpu")
+    samplers = choose_expert_samplers(engine, args.validation_per_skill)
     judged = choose_unsure(engine, args.unsure_per_skill)
     results, in_order = measure(engine, args.per_skill, args.in_order_per_skill)
     router_passes, per_answer = counted_passes(engine)
@@ -462,14 +518,20 @@ def ship_routed(args: argparse.Namespace) -> int:
         results, (in_order, args.in_order_per_skill), args.per_skill, unsure, per_answer
     )
     in_place = target.resolve() == folder.resolve()
-    if in_place:  # the engine reads it from there
+    if in_place:  # the engine reads them from there
         write_threshold(folder, engine.unsure_below)
+        for name, path in Routing.read(folder).experts.items():
+            if name in samplers:
+                write_sampler(folder / path, engine.experts[name].sampler)
     target.mkdir(parents=True, exist_ok=True)
-    card = write_routed_card(folder, target, engine, routed, router_passes, accuracy)
+    card = write_routed_card(
+        folder, target, engine, routed, router_passes, accuracy, args.validation_per_skill
+    )
     print(accuracy["table"])
     print(routes_table(routed))
-    where = f"written to {folder / ROUTING_FILE}" if in_place else "not written (--to elsewhere)"
-    print(f"unsure_below {engine.unsure_below} {where}; card: {card}")
+    where = "written" if in_place else "not written (--to elsewhere)"
+    print(f"experts' samplers {where}: {samplers}")
+    print(f"unsure_below {engine.unsure_below} {where} ({ROUTING_FILE}); card: {card}")
     return 0
 
 
@@ -504,7 +566,8 @@ def main(argv: list[str] | None = None) -> int:
         "--validation-per-skill",
         type=int,
         default=12,
-        help="validation items per skill for the sampler (a plain build's)",
+        help="validation items per skill (and draw) for the samplers: a plain build's, on "
+        "one draw, or a routed build's experts', on both",
     )
     parser.add_argument(
         "--unsure-per-skill",

@@ -97,12 +97,14 @@ def test_each_candidate_is_what_its_name_says_whatever_the_run_settled_on():
 def routed_build(tmp_path) -> Path:
     """A routed build laid out as reasoner-tiny-routed is (its default model the folder
     above it, ``..``): the shipped router, which routes for real, in front of a small
-    random default model and numbers expert that read prompts as it does."""
+    random default model and numbers expert that read prompts as it does. The expert
+    runs a sampler no candidate is, so that the one its ship chooses differs from it."""
     tokenizer = Engine.load(SHIPPED, device="cpu").tokenizer
     plain, numbers = tmp_path / "plain", tmp_path / "numbers"
     for folder, seed in ((plain, 0), (numbers, 1)):
         engine = build_engine(seed, tokenizer, d_model=32, n_layers=1, n_heads=2)
-        engine.sampler = dataclasses.replace(engine.sampler, max_new_tokens=48)
+        own = {"position_decay": 0.5} if folder == numbers else {}
+        engine.sampler = dataclasses.replace(engine.sampler, max_new_tokens=48, **own)
         engine.save(folder)
     (plain / ship.CARD).write_text("# plain\n")
     return router.assemble(
@@ -120,11 +122,14 @@ def test_a_routed_build_is_measured_whole_and_shipped_where_it_lies(routed_build
     files = {path: path.read_bytes() for path in plain.iterdir() if path.is_file()}
     routing = json.loads((routed_build / "routing.json").read_text())
     assert routing["unsure_below"] is None
+    expert = routed_build / routing["experts"]["numbers"]
+    expert_files = {path.name: path.read_bytes() for path in expert.iterdir()}
 
     elsewhere = plain.parent / "card"  # a trial: the card there, the build unchanged
     assert ship.main([str(routed_build), "--to", str(elsewhere), *SMALL]) == 0
     assert json.loads((routed_build / "routing.json").read_text()) == routing
     assert (elsewhere / ship.CARD).is_file() and not (routed_build / ship.CARD).exists()
+    assert {path.name: path.read_bytes() for path in expert.iterdir()} == expert_files
 
     assert ship.main([str(routed_build), "--routed", *SMALL]) == 0
     assert {path: path.read_bytes() for path in plain.iterdir() if path.is_file()} == files
@@ -133,6 +138,15 @@ def test_a_routed_build_is_measured_whole_and_shipped_where_it_lies(routed_build
     assert engine.unsure_below is not None  # chosen on the validation draws, stored
     assert json.loads((routed_build / "routing.json").read_text()) == routing | {
         "unsure_below": engine.unsure_below
+    }
+    # the expert's sampler, chosen on its own skills, is the one part of it written
+    assert ship.sampler_name(engine.experts["numbers"].sampler) in ship.CANDIDATES
+    config = json.loads((expert / "config.json").read_text())
+    before = json.loads(expert_files["config.json"])
+    assert config["sampler"] != before["sampler"]
+    assert config == before | {"sampler": dataclasses.asdict(engine.experts["numbers"].sampler)}
+    assert {p.name: p.read_bytes() for p in expert.iterdir() if p.name != "config.json"} == {
+        name: data for name, data in expert_files.items() if name != "config.json"
     }
     card = (routed_build / ship.CARD).read_text()
     assert "{" not in card.replace("{w}", "")  # every placeholder was filled
@@ -158,4 +172,5 @@ def test_a_routed_build_is_measured_whole_and_shipped_where_it_lies(routed_build
     assert "## When it is not sure" in card and "| **all** |" in card
     assert f"Below **{engine.unsure_below:.3f}** (`unsure_below`\nin `routing.json`)" in card
     assert "the default's is plain's, chosen by its own ship" in card  # not re-chosen
+    assert "Each expert's is chosen by this ship on the validation draws of its own" in card
     assert "unsure_below" in capsys.readouterr().out
