@@ -11,7 +11,7 @@ from quicksilver.assistant.transcript import TranscriptLog
 
 from tests.assistant.sessions import ask_all, logged, typed_session
 
-SURE, DOUBTED = "what is 2 plus 2", "what is 94 times 29"  # the shipped model's
+SURE, DOUBTED = "what is 2 plus 2", "what is 78 times 59"  # the shipped model's
 
 
 @pytest.mark.asyncio
@@ -23,8 +23,8 @@ async def test_a_doubted_answer_is_not_said_and_the_log_keeps_it(reasoner, tmp_p
     sure, doubted = recorder.of(AnswerReady)
     assert sure.text == "2 plus 2 is 4." and sure.withheld == ""
     assert sure.confidence >= reasoner.unsure_below
-    assert doubted.text == UNSURE and doubted.withheld.startswith("94 times 29 is")
-    assert doubted.withheld != "94 times 29 is 2726."  # the product it doubted was wrong
+    assert doubted.text == UNSURE and doubted.withheld.startswith("78 times 59 is")
+    assert doubted.withheld != "78 times 59 is 4602."  # the product it doubted was wrong
     assert doubted.confidence < reasoner.unsure_below
     records = await logged(log, 2)
     assert [(r.answer, r.withheld) for r in records] == [
@@ -38,7 +38,7 @@ async def test_a_doubted_answer_is_not_said_and_the_log_keeps_it(reasoner, tmp_p
 async def test_the_setting_turns_it_off_or_moves_the_threshold(reasoner):
     off = await ask_all(typed_session(reasoner, Settings(unsure_below=0)), [DOUBTED])
     (said,) = off.of(AnswerReady)
-    assert said.text.startswith("94 times 29 is") and said.withheld == ""
+    assert said.text.startswith("78 times 59 is") and said.withheld == ""
 
     strict = typed_session(reasoner, Settings(unsure_below=1))
     (hidden,) = (await ask_all(strict, [SURE])).of(AnswerReady)
