@@ -109,6 +109,10 @@ async def test_a_withheld_answer_is_shown_dim_under_what_was_said(reasoner, boot
         await ask(pilot, "what is 17 times 3")
         await until(pilot, lambda: app.query(WithheldAnswer), what="the withheld answer")
         await until(pilot, lambda: app.query_one(StatusBar).latency, what="the figures")
+        if not booth:  # laid out, not only mounted (a loaded machine lays it out later)
+            await until(
+                pilot, lambda: app.query_one(WithheldAnswer).region.height, what="its layout"
+            )
         (message,) = answers_shown(app)
         (withheld,) = app.query(WithheldAnswer)
         shown = withheld.region
