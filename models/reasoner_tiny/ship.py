@@ -44,6 +44,7 @@ from pathlib import Path
 import torch
 from quicksilver.engine import Engine, RoutedEngine, SamplerConfig
 from quicksilver.engine.api import ROUTING_FILE
+from quicksilver.engine.checkpoints import CONFIG_FILE
 from quicksilver.engine.routing import Routing
 from quicksilver.models import BUNDLED, SHIPPED
 
@@ -173,7 +174,7 @@ def choose_expert_samplers(engine: RoutedEngine, per_skill: int) -> dict[str, st
 def write_sampler(folder: Path, sampler: SamplerConfig) -> None:
     """Store ``sampler`` in ``folder``'s ``config.json``, where the engine reads it, and
     nothing else of it (the weights and the rest of the config stay as they are)."""
-    path = folder / "config.json"
+    path = folder / CONFIG_FILE
     config = json.loads(path.read_text())
     config["sampler"] = dataclasses.asdict(sampler)
     path.write_text(json.dumps(config, indent=2) + "\n")
