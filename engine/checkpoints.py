@@ -156,6 +156,16 @@ def save_checkpoint(
     return folder
 
 
+def update_config(folder: str | Path, section: str, values: dict) -> None:
+    """Set ``values`` in one section of ``folder``'s ``config.json`` and change nothing
+    else: a setting chosen after training (the sampler, the unsure threshold) stored
+    without saving the weights again."""
+    path = Path(folder) / CONFIG_FILE
+    config = json.loads(path.read_text())
+    config[section] = {**config.get(section, {}), **values}
+    path.write_text(json.dumps(config, indent=2) + "\n")
+
+
 def resolve_checkpoint(spec: str | Path) -> Path:
     """A checkpoint folder from a path or a registered name such as ``"bundled"``.
 

@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from quicksilver.engine import Engine
 from quicksilver.engine.api import ROUTING_FILE
-from quicksilver.engine.checkpoints import CONFIG_FILE
+from quicksilver.engine.checkpoints import CONFIG_FILE, update_config
 from quicksilver.engine.routing import Routing
 
 from .evaluate import VALIDATION_SEEDS, Evaluation, evaluate
@@ -173,10 +172,7 @@ def write_threshold(folder: Path, threshold: float) -> tuple[str, str]:
         routing = Routing.read(folder)
         dataclasses.replace(routing, unsure_below=threshold).write(folder)
         return "unsure_below", ROUTING_FILE
-    path = folder / CONFIG_FILE
-    config = json.loads(path.read_text())
-    config["answer"] = {**config.get("answer", {}), "unsure_below": threshold}
-    path.write_text(json.dumps(config, indent=2) + "\n")
+    update_config(folder, "answer", {"unsure_below": threshold})
     return "answer.unsure_below", CONFIG_FILE
 
 

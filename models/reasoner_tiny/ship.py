@@ -44,7 +44,7 @@ from pathlib import Path
 import torch
 from quicksilver.engine import Engine, RoutedEngine, SamplerConfig
 from quicksilver.engine.api import ROUTING_FILE
-from quicksilver.engine.checkpoints import CONFIG_FILE
+from quicksilver.engine.checkpoints import update_config
 from quicksilver.engine.routing import Routing
 from quicksilver.models import BUNDLED, SHIPPED
 
@@ -169,15 +169,6 @@ def choose_expert_samplers(engine: RoutedEngine, per_skill: int) -> dict[str, st
                 expert, per_skill, skills, VALIDATION_SEEDS
             )
     return chosen
-
-
-def write_sampler(folder: Path, sampler: SamplerConfig) -> None:
-    """Store ``sampler`` in ``folder``'s ``config.json``, where the engine reads it, and
-    nothing else of it (the weights and the rest of the config stay as they are)."""
-    path = folder / CONFIG_FILE
-    config = json.loads(path.read_text())
-    config["sampler"] = dataclasses.asdict(sampler)
-    path.write_text(json.dumps(config, indent=2) + "\n")
 
 
 def best_candidate(means: dict[str, float], p50s: dict[str, float], answers: int) -> str:
@@ -523,7 +514,8 @@ def ship_routed(args: argparse.Namespace) -> int:
         write_threshold(folder, engine.unsure_below)
         for name, path in Routing.read(folder).experts.items():
             if name in samplers:
-                write_sampler(folder / path, engine.experts[name].sampler)
+                sampler = dataclasses.asdict(engine.experts[name].sampler)
+                update_config(folder / path, "sampler", sampler)
     target.mkdir(parents=True, exist_ok=True)
     card = write_routed_card(
         folder, target, engine, routed, router_passes, accuracy, args.validation_per_skill
