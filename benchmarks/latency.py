@@ -218,7 +218,7 @@ async def run(args: argparse.Namespace) -> None:
     threads = Settings().threads  # the budget a session gives each model
     models = Models(
         load_engine(args.model, "cpu", threads),
-        load_transcriber_for(Settings(model=args.model)),
+        load_transcriber_for(Settings(model=args.model, whisper_model=args.whisper)),
         load_voice(Settings().voice, voice_thread_budget()),
         load_turn_model(threads),
     )
@@ -291,6 +291,10 @@ async def measure(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="bundled", help="checkpoint (default: shipped)")
+    parser.add_argument(
+        "--whisper", default=Settings.whisper_model,
+        help=f"the Whisper model that hears (default {Settings.whisper_model})",
+    )  # fmt: skip
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=1, help="passes over the questions")
     parser.add_argument(

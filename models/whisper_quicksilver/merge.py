@@ -24,7 +24,7 @@ from .ct2_format import Ct2Model, model_bytes, read_model
 HERE = Path(__file__).parent
 ADAPTER = HERE / "adapter.safetensors"
 ADAPTER_CONFIG = HERE / "adapter.json"
-MODEL_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")
+MODEL_FILES = ("config.json", "tokenizer.json", "vocabulary.txt", "vocabulary.json")
 
 
 def merge_adapter(base: Ct2Model, adapter: dict[str, np.ndarray], scale: float) -> Ct2Model:

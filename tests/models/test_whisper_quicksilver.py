@@ -6,6 +6,8 @@ transcript."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -22,9 +24,12 @@ from quicksilver.models.whisper_quicksilver.train import (
     batches,
     held_out_words,
     loss_of,
+    model_folder,
+    read_clips,
     target_text,
     vocabulary_words,
     with_any_word,
+    write_clips,
 )
 from safetensors.numpy import save_file
 
@@ -267,3 +272,17 @@ def test_training_batches_score_the_transcript_and_nothing_else(base):
         loss_of(model, None, tokens, audio, mask, weight).backward()
         optimizer.step()
     assert loss_of(model, None, tokens, audio, mask, weight).item() < 0.5 * first.item()
+
+
+def test_a_recipe_adapts_the_whisper_model_it_names_and_keeps_its_clips_apart(tmp_path):
+    """The model a recipe names hears its clips and is the one adapted, so a clip set
+    encoded by one model (tiny.en's 384 columns) is refused by a recipe for another."""
+    assert model_folder("tiny.en") == bundled_model_path()
+    assert model_folder("/models/whisper-base") == Path("/models/whisper-base")
+    tiny, other = Recipe(), Recipe(whisper="/models/whisper-base")
+    assert tiny.clip_kind == "encoded" and other.clip_kind != tiny.clip_kind
+    stored = tmp_path / "clips.npz"
+    write_clips(stored, [(np.zeros((40, 384), np.float16), "Spell cat.", "a")], tiny.clip_kind)
+    assert read_clips(stored, tiny.clip_kind)[0][1] == "Spell cat."
+    with pytest.raises(ValueError, match="whisper-base"):
+        read_clips(stored, other.clip_kind)
