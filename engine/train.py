@@ -16,13 +16,6 @@ cut the usual ratio ``t``, after it everything, so each token must also be predi
 from its left. Their end padding keeps the ratio ``t``, as the sampler settles padding
 early. Those rows weigh every masked token 1.
 
-The opposite shortcut: an answer the prompt alone determines can be learnt from the
-prompt (a training date's weekday, a training pair's product, memorised) and never from
-the reasoning before it, which then does not help on a held-out question even when it
-is right. ``TrainConfig.answer_copy_share`` gives a share of the rows with reasoning
-their reasoning clean and their prompt hidden (every prompt token masked, none scored):
-only the answer is masked (ratio ``t``), and only the reasoning can tell it.
-
 Batches are drawn from a generator seeded by ``(seed, step)``, so a run split into
 several resumed runs sees exactly the batches of one long run.
 
@@ -112,7 +105,6 @@ class TrainConfig:
     checkpoint_dtype: str | None = None  # e.g. "float16" to shrink saved weights
     length_buckets: bool = False  # batch replies of similar length (see EncodedData.sample)
     suffix_mask_share: float = 0.0  # rows masked from a random cut on (see module doc)
-    answer_copy_share: float = 0.0  # rows whose answer only their reasoning tells (module doc)
     # Cosine decay spans time_limit_s rather than steps: a burst of fixed length on
     # hardware whose speed is not known ahead ends with a fully decayed rate. Such a
     # run is not resumable step for step.
@@ -125,8 +117,6 @@ class TrainConfig:
             raise ValueError(f"lr must be positive, got {self.lr}")
         if not 0.0 <= self.suffix_mask_share <= 1.0:
             raise ValueError(f"suffix_mask_share must lie in [0, 1], got {self.suffix_mask_share}")
-        if not 0.0 <= self.answer_copy_share <= 1.0:
-            raise ValueError(f"answer_copy_share must lie in [0, 1], got {self.answer_copy_share}")
         if self.decay_over_time_limit and not self.time_limit_s:
             raise ValueError("decay_over_time_limit needs time_limit_s")
 
@@ -309,17 +299,11 @@ def diffusion_loss(
     batch: Batch,
     generator: torch.Generator,
     suffix_mask_share: float = 0.0,
-    answer_copy_share: float = 0.0,
 ) -> torch.Tensor:
     """The masked-diffusion loss of one batch (see the module docstring)."""
     masked, weights = noise_mask(batch, generator, suffix_mask_share)
-    hidden = masked
-    if answer_copy_share > 0:
-        masked, weights, hidden = answer_copy_rows(
-            batch, generator, answer_copy_share, engine.tokenizer.answer_id, masked, weights
-        )
     tokens = batch.tokens
-    noisy = torch.where(hidden, engine.tokenizer.mask_id, tokens)
+    noisy = torch.where(masked, engine.tokenizer.mask_id, tokens)
     logits = engine.model(noisy, prompt_len=batch.prompt_lens)
     ce = F.cross_entropy(logits[masked].float(), tokens[masked], reduction="none")
     reply_positions = tokens.shape[1] * len(tokens) - int(batch.prompt_lens.sum())
@@ -349,36 +333,6 @@ def noise_mask(
         masked = masked | (suffix & ordered)
         weights = torch.where(ordered, torch.ones_like(weights), weights)
     return masked, weights
-
-
-def answer_copy_rows(
-    batch: Batch,
-    generator: torch.Generator,
-    share: float,
-    answer_id: int,
-    masked: torch.Tensor,
-    weights: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``masked`` and ``weights`` with a ``share`` of the rows that have reasoning made
-    answer-copy rows (module doc), and what the model is not shown: the masked positions
-    and those rows' prompts."""
-    rows, width = batch.tokens.shape
-    device = batch.tokens.device
-    position = torch.arange(width, device=device).unsqueeze(0)
-    reply = position >= batch.prompt_lens.unsqueeze(1)
-    marker = ((batch.tokens == answer_id) & reply).int().argmax(1)  # 0: no marker
-    reasons = marker > batch.prompt_lens
-    chosen = (torch.rand(rows, generator=generator, device=device) < share) & reasons
-    ratio = MIN_MASK_RATIO + (1 - MIN_MASK_RATIO) * torch.rand(
-        rows, generator=generator, device=device
-    )
-    answer = (position > marker.unsqueeze(1)) & (position < batch.reply_ends.unsqueeze(1))
-    draw = torch.rand(rows, width, generator=generator, device=device) < ratio.unsqueeze(1)
-    copy = chosen.unsqueeze(1)
-    masked = torch.where(copy, answer & draw, masked)
-    weights = torch.where(copy, (1.0 / ratio).unsqueeze(1).expand(rows, width), weights)
-    hidden = masked | (copy & ~reply)
-    return masked, weights, hidden
 
 
 def learning_rate(config: TrainConfig, step: int, seconds: float = 0.0) -> float:
@@ -434,13 +388,7 @@ def train(
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(config, step, time.perf_counter() - began)
             with autocast:
-                loss = diffusion_loss(
-                    engine,
-                    batch.to(device),
-                    noise,
-                    config.suffix_mask_share,
-                    config.answer_copy_share,
-                )
+                loss = diffusion_loss(engine, batch.to(device), noise, config.suffix_mask_share)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)

@@ -166,13 +166,6 @@ def main(argv: list[str] | None = None) -> int:
         "not copied back from the answer",
     )
     parser.add_argument(
-        "--answer-copy-share",
-        type=float,
-        default=0.0,
-        help="share of rows with reasoning whose prompt is hidden and reasoning given, so "
-        "the answer is read from the reasoning, not recalled from the prompt",
-    )
-    parser.add_argument(
         "--encoded",
         type=Path,
         nargs="+",
@@ -279,7 +272,6 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint_dtype="float16",
         length_buckets=True,
         suffix_mask_share=args.suffix_mask_share,
-        answer_copy_share=args.answer_copy_share,
         decay_over_time_limit=args.decay_over_minutes,
     )
     result = train(engine, data, config)

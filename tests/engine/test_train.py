@@ -9,7 +9,6 @@ from quicksilver.engine.train import (
     EncodedData,
     Example,
     TrainConfig,
-    answer_copy_rows,
     learning_rate,
     noise_mask,
     train,
@@ -163,39 +162,6 @@ def test_without_suffix_masking_the_last_reply_token_is_often_visible():
     masked, _ = noise_mask(batch, torch.Generator().manual_seed(0), 0.0)
     last = masked[torch.arange(256), batch.reply_ends - 1].float().mean()
     assert 0.35 < float(last) < 0.65
-
-
-def test_answer_copy_rows_hide_the_prompt_and_leave_only_the_answer_to_read():
-    """A row chosen to copy its answer from its reasoning: the prompt hidden and never
-    scored, the reasoning shown whole, only answer positions masked and scored; a row
-    without reasoning (nothing to copy from) keeps its usual masking."""
-    engine = Engine.random(tiny_config(max_seq_len=128), seed=0)
-    assert engine.tokenizer.starts_in_reasoning
-    examples = [
-        Example(f"question {i}", f"answer {i}", "worked out step by step" if i % 2 else "")
-        for i in range(64)
-    ]
-    data = EncodedData.build(engine, examples, reply_length=60)
-    answer_id, copied, scored = engine.tokenizer.answer_id, 0, 0
-    for step in range(10):
-        batch = data.sample(16, torch.Generator().manual_seed(step), bucketed=False)
-        usual, weights = noise_mask(batch, torch.Generator().manual_seed(step), 0.5)
-        masked, _, hidden = answer_copy_rows(
-            batch, torch.Generator().manual_seed(step), 1.0, answer_id, usual, weights
-        )
-        for row in range(16):
-            prompt, end = int(batch.prompt_lens[row]), int(batch.reply_ends[row])
-            marker = batch.tokens[row, prompt:].tolist().index(answer_id) + prompt
-            if marker == prompt:  # no reasoning
-                assert torch.equal(masked[row], usual[row]) and torch.equal(hidden[row], usual[row])
-                continue
-            copied += 1
-            assert hidden[row, :prompt].all() and not masked[row, :prompt].any()
-            assert not hidden[row, prompt : marker + 1].any()  # the reasoning, and the marker
-            assert not masked[row, end:].any()  # nor the padding
-            assert torch.equal(hidden[row, prompt:], masked[row, prompt:])
-            scored += int(masked[row, marker + 1 : end].sum())
-    assert copied > 40 and scored > 0
 
 
 def test_an_encoded_corpus_survives_saving_and_joins_in_order(tmp_path):
