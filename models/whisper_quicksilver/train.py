@@ -7,7 +7,8 @@ int8 encoder the assistant runs encodes each clip once, in the short window it d
 with; LoRA adapters on the decoder's linear layers learn to write the question, numbers
 as digits, after the domain prompt. The adapter is what ships (``adapter.safetensors``);
 :func:`quicksilver.models.whisper_quicksilver.build_model` merges it into the bundled
-model for faster-whisper.
+model for faster-whisper. ``--base-model`` adapts another CTranslate2 Whisper the same
+way (Whisper base was measured so: BENCHMARKS.md).
 
     python -m quicksilver.models.whisper_quicksilver.train --clips 6000 --out build/whisper
 """
