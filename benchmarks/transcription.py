@@ -3,26 +3,36 @@
 The shipped model's held-out questions (``benchmarks/spoken_set.py``), said by six
 synthetic voices, clean and with room noise at 20 dB SNR, go through Whisper with each
 option; a transcript counts when every number, operator, unit and asked word of the
-question reaches the engine (``content_intact``). Every option hears every clip in
-turn, clip by clip, so their latencies are measured side by side under the same load:
-compare the ratios, not the milliseconds, on a shared machine.
+question reaches the engine (``content_intact``). With ``--answers`` the shipped engine
+also answers every transcript and its written question (16 steps, one fixed date), and a
+clip whose transcript gets the written question's answer counts as *same answer*: what
+a mishearing costs the user, where a different word asks the same ("what day is it" for
+"what date is it"). Every option hears every clip in turn, clip by clip, so their
+latencies are measured side by side under the same load: compare the ratios, not the
+milliseconds, on a shared machine.
 
     python -m benchmarks.transcription [--per-skill 3] [--options tiny,tiny-prompt,...]
-        [--threads 1] [--json results.json]   (from the repository root)
+        [--threads 1] [--answers] [--json results.json]   (from the repository root)
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-from quicksilver.assistant.loading import load_question_model, resolve_whisper_model
+from quicksilver.assistant.loading import (
+    load_engine,
+    load_question_model,
+    resolve_whisper_model,
+)
 from quicksilver.audio.stt import DOMAIN_PROMPT, SttOptions, Transcriber
 from quicksilver.audio.synthetic_speech import as_utterance, with_noise
 from quicksilver.audio.textnorm import spoken_numbers_to_digits
@@ -30,6 +40,8 @@ from quicksilver.audio.textnorm import spoken_numbers_to_digits
 from benchmarks.spoken_set import SPEAKERS, missing_content, questions
 
 SNR_DB = 20.0
+ANSWER_STEPS = 16  # the assistant's step budget
+ANSWER_DATE = datetime.date(2026, 11, 30)  # the date every answer is given (test_shipped's)
 DOMAIN_HOTWORDS = (
     "plus minus times divided by spell backwards letter first last bigger smaller sort "
     "kilometers meters centimeters kilograms grams hours minutes seconds days"
@@ -103,6 +115,7 @@ class Tally:
     total: int = 0
     seconds: list[float] = field(default_factory=list)
     misses: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    alike: int | None = None  # clips whose transcript gets the question's answer (--answers)
     heard: list[tuple[str, str]] = field(default_factory=list)  # (question, transcript)
 
 
@@ -156,31 +169,59 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, Tally]]:
     return tallies
 
 
+def count_same_answers(tallies: dict[str, dict[str, Tally]], threads: int) -> None:
+    """Set each tally's ``alike``: the shipped engine's answer to each transcript against
+    its answer to the written question, on one date (the answers are cached by text)."""
+    engine = load_engine("bundled", "cpu", threads)
+    context = engine.date_context(ANSWER_DATE)
+    said: dict[str, str] = {}
+
+    def answer(text: str) -> str:
+        if text not in said:
+            messages = [{"role": "system", "content": context}] if context else []
+            messages.append({"role": "user", "content": text})
+            said[text] = engine.answer(messages, steps=ANSWER_STEPS).text
+        return said[text]
+
+    for by_column in tallies.values():
+        for tally in by_column.values():
+            tally.alike = sum(answer(q) == answer(h) for q, h in tally.heard)
+
+
 def report(tallies: dict[str, dict[str, Tally]], reference: str) -> str:
-    """A markdown table: content intact per voice and condition, median latency, ratio."""
+    """A markdown table: content intact per voice and condition, median latency, ratio;
+    then, where they were counted, the same answers in the same layout."""
     names = list(tallies)
     columns = list(tallies[names[0]])
     voices = list(dict.fromkeys(c.rsplit(" ", 1)[0] for c in columns))
-    header = ["option", *voices, "clean", "noise", "all", "p50 ms", "× " + reference]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     medians = {
         name: statistics.median(s for t in tallies[name].values() for s in t.seconds)
         for name in names
     }
-    for name in names:
-        by_column = tallies[name]
 
-        def share(keys: list[str], by_column: dict[str, Tally] = by_column) -> str:
-            intact = sum(by_column[k].intact for k in keys)
-            total = sum(by_column[k].total for k in keys)
-            return f"{100 * intact / total:.0f}%"
+    def table(count: Callable[[Tally], int]) -> list[str]:
+        header = ["option", *voices, "clean", "noise", "all", "p50 ms", "× " + reference]
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for name in names:
+            by_column = tallies[name]
 
-        cells = [share([c for c in columns if c.rsplit(" ", 1)[0] == v]) for v in voices]
-        cells += [share([c for c in columns if c.endswith(cond)]) for cond in ("clean", "noise")]
-        cells.append(share(columns))
-        ratio = medians[name] / medians[reference] if reference in medians else float("nan")
-        cells += [f"{1000 * medians[name]:.0f}", f"{ratio:.2f}"]
-        lines.append("| " + " | ".join([name, *cells]) + " |")
+            def share(keys: list[str], by_column: dict[str, Tally] = by_column) -> str:
+                counted = sum(count(by_column[k]) for k in keys)
+                total = sum(by_column[k].total for k in keys)
+                return f"{100 * counted / total:.0f}%" if total else "–"
+
+            cells = [share([c for c in columns if c.rsplit(" ", 1)[0] == v]) for v in voices]
+            for condition in ("clean", "noise"):
+                cells.append(share([c for c in columns if c.endswith(condition)]))
+            cells.append(share(columns))
+            ratio = medians[name] / medians[reference] if reference in medians else float("nan")
+            cells += [f"{1000 * medians[name]:.0f}", f"{ratio:.2f}"]
+            lines.append("| " + " | ".join([name, *cells]) + " |")
+        return lines
+
+    lines = ["Content intact:", "", *table(lambda t: t.intact)]
+    if all(t.alike is not None for by_column in tallies.values() for t in by_column.values()):
+        lines += ["", "Same answer:", "", *table(lambda t: t.alike or 0)]
     return "\n".join(lines)
 
 
@@ -194,6 +235,9 @@ def main() -> None:
     parser.add_argument("--base", default="base", help="the Whisper base model (name or folder)")
     parser.add_argument("--threads", type=int, default=1, help="Whisper's CPU threads")
     parser.add_argument("--json", type=Path, help="write every transcript and figure here")
+    parser.add_argument("--answers", action="store_true",
+                        help="also count transcripts the shipped engine answers as it answers "
+                        "the written question")  # fmt: skip
     args = parser.parse_args()
     args.options = args.options.split(",")
     args.speakers = [s for s in args.speakers.split(",") if s]
@@ -201,6 +245,8 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown options {sorted(unknown)}; known: {', '.join(options('base'))}")
     tallies = run(args)
+    if args.answers:
+        count_same_answers(tallies, args.threads)
     print(report(tallies, args.options[0]))
     for name, by_column in tallies.items():
         misses = [m for t in by_column.values() for m in t.misses]
@@ -211,6 +257,7 @@ def main() -> None:
         args.json.write_text(json.dumps({
             name: {column: {"intact": t.intact, "total": t.total,
                             "p50_ms": round(1000 * float(np.median(t.seconds)), 1),
+                            "same_answer": t.alike,
                             "heard": t.heard}
                    for column, t in by_column.items()}
             for name, by_column in tallies.items()

@@ -148,3 +148,21 @@ def test_room_noise_is_mixed_at_the_asked_ratio():
     assert snr == pytest.approx(20.0, abs=0.5)
     with pytest.raises(ValueError, match="silence"):
         with_noise(silence(1), 20.0)
+
+
+def test_a_mishearing_that_asks_the_same_keeps_the_answer():
+    """The benchmark's same-answer count: the shipped engine answers "what day is it" as
+    it answers "what date is it", so that mishearing keeps the answer, while a misheard
+    number does not; the report then adds a table of same answers."""
+    from benchmarks.transcription import Tally, count_same_answers, report
+
+    heard = [
+        ("what date is it", "What day is it?"),
+        ("what is 12 plus 9", "What is 12 plus 5?"),
+        ("what is 12 plus 9", "What is 12 plus 9?"),
+    ]
+    tallies = {"option": {"voice clean": Tally(intact=1, total=3, seconds=[0.1], heard=heard)}}
+    assert "Same answer" not in report(tallies, "option")
+    count_same_answers(tallies, threads=1)
+    assert tallies["option"]["voice clean"].alike == 2
+    assert "Same answer:" in report(tallies, "option")
