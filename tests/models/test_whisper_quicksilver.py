@@ -6,8 +6,6 @@ transcript."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -278,8 +276,13 @@ def test_a_recipe_adapts_the_whisper_model_it_names_and_keeps_its_clips_apart(tm
     """The model a recipe names hears its clips and is the one adapted, so a clip set
     encoded by one model (tiny.en's 384 columns) is refused by a recipe for another."""
     assert model_folder("tiny.en") == bundled_model_path()
-    assert model_folder("/models/whisper-base") == Path("/models/whisper-base")
-    tiny, other = Recipe(), Recipe(whisper="/models/whisper-base")
+    base = tmp_path / "whisper-base"
+    base.mkdir()
+    with pytest.raises(FileNotFoundError, match="not a CTranslate2 Whisper folder"):
+        model_folder(str(base))  # nor would a hub name be: its weights are read here
+    (base / "model.bin").write_bytes(b"")
+    assert model_folder(str(base)) == base
+    tiny, other = Recipe(), Recipe(whisper=str(base))
     assert tiny.clip_kind == "encoded" and other.clip_kind != tiny.clip_kind
     stored = tmp_path / "clips.npz"
     write_clips(stored, [(np.zeros((40, 384), np.float16), "Spell cat.", "a")], tiny.clip_kind)
