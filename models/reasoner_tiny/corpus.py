@@ -363,11 +363,18 @@ UNITS = [  # (from, to, factor)
     ("meter", "centimeter", 100),
     ("centimeter", "millimeter", 10),
     ("kilogram", "gram", 1000),
-    # Later additions: the held-out split hashes (unit, n), and for the eight units above
-    # it holds n = 1 out every time, so only these teach "1 meter is 1000 millimeters."
     ("meter", "millimeter", 1000),
     ("kilometer", "centimeter", 100000),
 ]
+# Of training's conversions, the share that ask a unit's own size ("how many days are in
+# a week"): what people ask most, and a fact to know rather than a product to work out.
+UNIT_SIZE_SHARE = 0.1
+
+
+def _unit_size(value: tuple[int, int]) -> bool:
+    """Whether a conversion asks one unit's size: always trained, never held out (the
+    hash of (unit, 1) would otherwise hold it out for the first eight units at once)."""
+    return value[1] == 1
 
 
 def _units(name: str, n: int) -> str:
@@ -375,7 +382,13 @@ def _units(name: str, n: int) -> str:
 
 
 def conversion(rng: random.Random, held_out: bool) -> Item:
-    unit, n = _pair(rng, held_out, "conv", lambda: (rng.randrange(len(UNITS)), rng.randint(1, 99)))
+    def draw() -> tuple[int, int]:
+        unit = rng.randrange(len(UNITS))
+        if not held_out and rng.random() < UNIT_SIZE_SHARE:
+            return unit, 1
+        return unit, rng.randint(1, 99)
+
+    unit, n = _pair(rng, held_out, "conv", draw, always_trained=_unit_size)
     source, target, factor = UNITS[unit]
     amount = spoken(n, rng)
     if n == 1 and rng.random() < 0.5:
@@ -689,6 +702,7 @@ CONVERT_PHRASES = (
         "give me {n} {a} in {b}",
         "{n} {a} equals how many {b}",
         "how much is {n} {a} in {b}",
+        "how many {b} in {n} {a}",
     ],
     ["how many {b} are there in {n} {a}", "change {n} {a} into {b}"],
 )
@@ -1006,12 +1020,19 @@ def _num(rng: random.Random, top: int) -> int:
 UNORDERED = {"add", "mul", "cmp", "ord"}  # 9 × 7 is the same fact as 7 × 9
 
 
-def _pair(rng: random.Random, held_out: bool, skill: str, draw: Callable[[], tuple]) -> tuple:
-    """Draw operands until they fall on the asked side of the held-out split."""
+def _pair(
+    rng: random.Random,
+    held_out: bool,
+    skill: str,
+    draw: Callable[[], tuple],
+    always_trained: Callable[[tuple], bool] = lambda value: False,
+) -> tuple:
+    """Draw operands until they fall on the asked side of the held-out split; values
+    ``always_trained`` accepts are on the training side whatever their hash."""
     while True:
         value = draw()
         key = tuple(sorted(value, key=str)) if skill in UNORDERED else value
-        if is_held_out(f"{skill}:{key}") == held_out:
+        if (is_held_out(f"{skill}:{key}") and not always_trained(value)) == held_out:
             return value
 
 

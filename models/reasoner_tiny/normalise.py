@@ -139,8 +139,8 @@ def _read_number(words: list[str], start: int) -> tuple[int, int]:
         if word == "a" and i == start:
             current = 1
         elif word in UNITS and word != "oh":
-            if current % 10 or (current % 100 and current % 100 < 20):
-                break  # "three four" is two numbers
+            if current % 10 or (current % 100 and (current % 100 < 20 or UNITS[word] >= 10)):
+                break  # "three four", "eighty eighteen": two numbers
             current += UNITS[word]
         elif word in TENS:
             if current % 100:

@@ -33,6 +33,7 @@ from quicksilver.models.reasoner_tiny.normalise import LABELS, ONE_OF, normalise
         ("the 21st of March", "the 21 of march"),
         ("Uh, spell banana backwards.", "spell banana backwards"),
         ("three four", "3 4"),
+        ("sort 37, eighty, eighteen and 14", "sort 37 80 18 and 14"),  # no 98
         ("Which one is bigger, seventy-four or one?", "which one is bigger 74 or 1"),
         ("the other one", "the other one"),
         ("one of them", "1 of them"),
