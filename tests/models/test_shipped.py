@@ -48,8 +48,13 @@ ANSWERS = {
     "hey": CHAT["greeting"],  # the general model's, not the calendar expert's
     "change fifty-four meters into millimeters": "54 meters is 54000 millimeters.",
     "turn 5 kilograms into grams": "5 kilograms is 5000 grams.",
+    # a unit's own size: always trained (the held-out split kept it out until 2026-12-05)
+    "how many days are in a week": "1 week is 7 days.",
+    "how many minutes are there in an hour": "1 hour is 60 minutes.",  # a held-out phrasing
+    "how many grams are in a kilogram": "1 kilogram is 1000 grams.",
     "many thanks": CHAT["thanks"],
     "what is the history of kenya": REFUSAL,
+    "what is the history of berlin": REFUSAL,  # routers fine-tuned on 2026-12-05 spelled it
     "remind me to call berlin please": REFUSAL,
 }
 
