@@ -8,8 +8,9 @@ slots show them (``017+255``, ``slots.py``) and keep a fixed width, so every dig
 one place per skill. Answers are plain sentences Piper reads well.
 
 Held-out items never reach training: a number pair, word or date belongs to the
-held-out side when its hash says so (``is_held_out``), and each skill has phrasings used
-only for evaluation. ``training_examples`` and ``held_out_set`` draw from disjoint sides.
+held-out side when its hash says so (``is_held_out``; a unit's own size, "1 hour is 60
+minutes.", is always trained), and each skill has phrasings used only for evaluation.
+``training_examples`` and ``held_out_set`` draw from disjoint sides.
 """
 
 from __future__ import annotations
