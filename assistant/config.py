@@ -72,7 +72,7 @@ class Settings:
     first choice stands (for questions far from the model's skills).
     ``unsure_below``: an answer whose confidence (``Answer.confidence``, 0 to 1) is
     below this is not said; the assistant says it is not sure instead. ``None``: the
-    model's own threshold, measured on validation items (0.894 for the shipped model;
+    model's own threshold, measured on validation items (the shipped model's is in its card;
     none, so never unsure, for a model without one); 0 turns it off.
     """
 

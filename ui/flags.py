@@ -93,7 +93,7 @@ FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "unsure_below": ("--unsure-below", {
         "type": float, "metavar": "P",
         "help": "say \"I'm not sure\" instead of an answer whose confidence (0 to 1) is "
-        "below P; 0 turns it off (default: the model's own, 0.894 for the shipped one)",
+        "below P; 0 turns it off (default: the model's own, in its model card)",
     }),
     "instructions": ("--instructions", {
         "metavar": "TEXT",
