@@ -5,7 +5,8 @@ Speech-to-text writes the same question many ways: "What's seventeen times three
 so reasoner-tiny's prompt preparation (``prompt.py``) gives it user text lower-cased,
 without fillers or stray punctuation, with number words as digits ("three hundred and
 five" → 305, "nine point one one" → 9.11, "21st" → 21, "an hour" → 1 hour), arithmetic
-symbols as words, and without a label that only names the operand after it ("spell the
+symbols as words ("eight x 4" → 8 times 4), units by name ("5 km" → 5 kilometers,
+"metres" → meters), and without a label that only names the operand after it ("spell the
 word kitten" → "spell kitten"). Training data goes through the same function, so both
 sides agree.
 """
@@ -30,7 +31,20 @@ PRONOUN_ONE_AFTER = {
     "which", "this", "that", "the", "each", "every", "any", "another", "no", "either",
     "neither", "other", "same", "right", "wrong", "big", "small", "last", "first", "next",
 }  # fmt: skip
+_NUMBER = re.compile(r"\d+(\.\d+)?")
 FILLERS = {"um", "umm", "uh", "uhh", "uhm", "er", "erm", "hmm", "mm", "ah"}
+# Units as they are written ("5 km", "3 hrs"): Whisper abbreviates some, and users type
+# them. A one-letter one is read as a unit only after a number ("5 m", not "the letter m").
+UNIT_ABBREVIATIONS = {
+    "km": "kilometer", "m": "meter", "cm": "centimeter", "mm": "millimeter",
+    "kg": "kilogram", "g": "gram", "hr": "hour", "hrs": "hour", "min": "minute",
+    "mins": "minute", "sec": "second", "secs": "second", "wk": "week", "wks": "week",
+}  # fmt: skip
+BRITISH_UNITS = {
+    "kilometre": "kilometer", "metre": "meter", "centimetre": "centimeter",
+    "millimetre": "millimeter", "kilogramme": "kilogram", "gramme": "gram",
+}  # fmt: skip
+_UNIT_BEFORE = {"to", "into", "in", "many"}  # "5 kilometers to cm", "how many mm"
 CONTRACTIONS = {"what's": "what is", "how's": "how is", "it's": "it is", "that's": "that is"}
 # A noun that only names the operand after it: "spell the word kitten" asks to spell
 # "kitten", as "spell kitten" does. Kept when what follows is no operand ("the word for
@@ -55,6 +69,7 @@ def normalise_spoken(text: str) -> str:
     text = text.lower().replace("’", "'")
     text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)  # 1,200 → 1200
     text = re.sub(r"(?<=\d)(st|nd|rd|th)\b", "", text)  # 21st → 21
+    text = re.sub(rf"(?<=\d)(?=(?:{'|'.join(UNIT_ABBREVIATIONS)})\b)", " ", text)  # 5km
     text = re.sub(r"(?<=\d)\s*x\s*(?=\d)", " times ", text)  # 17x3, 17 x 3
     text = re.sub(r"(?<=\d)\s*-\s*(?=\d)|\s-\s", " minus ", text)  # 9-3, a - b (not twenty-one)
     for symbol, words in SYMBOLS.items():
@@ -62,8 +77,35 @@ def normalise_spoken(text: str) -> str:
     text = re.sub(r"(?<!\d)\.|\.(?!\d)|[^\w\s.'-]", " ", text)  # punctuation, except 9.11
     text = re.sub(r"(?<=[a-z])-(?=[a-z])", " ", text)  # twenty-one → twenty one
     words = " ".join(CONTRACTIONS.get(w, w) for w in text.split()).split()
-    words = [w.strip("'-") for w in words if w.strip("'-") not in FILLERS]
-    return " ".join(_without_labels(_numbers_to_digits(words)))
+    words = [w.strip("'-") for w in _units_spelled_out(words) if w.strip("'-") not in FILLERS]
+    words = _numbers_to_digits(words)
+    return " ".join(_without_labels(_times_between_numbers(words)))
+
+
+def _units_spelled_out(words: list[str]) -> list[str]:
+    """Unit abbreviations and British spellings as the unit's name, plural but after one
+    ("1 km" → "1 kilometer", "3 hrs" → "3 hours", "5 metres" → "5 meters"), where they
+    follow a number or ask for a unit: "spell metre" still asks about "metre"."""
+    out: list[str] = []
+    for word in words:
+        before = out[-1] if out else ""
+        after_number = _NUMBER.fullmatch(before) or before in UNITS or before in TENS or (
+            before in SCALES or before in ("a", "an"))  # fmt: skip
+        name = UNIT_ABBREVIATIONS.get(word) or BRITISH_UNITS.get(word.removesuffix("s"))
+        if name and (after_number or (len(word) > 1 and before in _UNIT_BEFORE)):
+            word = name + ("" if before in ("1", "one", "a", "an") else "s")
+        out.append(word)
+    return out
+
+
+def _times_between_numbers(words: list[str]) -> list[str]:
+    """An "x" between two numbers as "times", once number words are digits: "eight x 4"
+    is "8 x 4" only after the words are counted."""
+    return [
+        "times" if word == "x" and 0 < i < len(words) - 1
+        and _NUMBER.fullmatch(words[i - 1]) and _NUMBER.fullmatch(words[i + 1]) else word
+        for i, word in enumerate(words)
+    ]  # fmt: skip
 
 
 def _without_labels(words: list[str]) -> list[str]:
@@ -123,7 +165,7 @@ def _read_number(words: list[str], start: int) -> tuple[int, int]:
     first = words[start]
     if first == "point" and start + 1 < len(words) and _digit_word(words[start + 1]) is not None:
         return 0, 0  # handled by the caller only after an integer; "point five" stays words
-    if re.fullmatch(r"\d+(\.\d+)?", first):
+    if _NUMBER.fullmatch(first):
         return 0, 0  # already digits
     if first in ("a", "an") and start + 1 < len(words) and words[start + 1] in ONE_OF:
         return 1, 1  # "an hour"

@@ -15,6 +15,16 @@ from quicksilver.models.reasoner_tiny.normalise import LABELS, ONE_OF, normalise
         ("What's seventeen times three?", "what is 17 times 3"),
         ("um, what is 17 x 3", "what is 17 times 3"),
         ("17*3", "17 times 3"),
+        ("What's eight x 4?", "what is 8 times 4"),  # Whisper writes both in one question
+        ("three point five x two", "3.5 times 2"),
+        ("x marks the spot", "x marks the spot"),
+        ("Convert 5 km to m.", "convert 5 kilometers to m"),  # "m" alone only after a number
+        ("how many mm are in 4cm", "how many millimeters are in 4 centimeters"),
+        ("1 hr in mins", "1 hour in minutes"),
+        ("How many metres are in a kilometre?", "how many meters are in 1 kilometer"),
+        ("spell metre", "spell metre"),  # the asked word is kept as said
+        ("count the letter m in mom", "count the letter m in mom"),
+        ("mm, what is 5 plus 2", "what is 5 plus 2"),  # a filler, not millimeters
         ("Three hundred and five plus eighty-five.", "305 plus 85"),
         ("one thousand two hundred and thirty four minus 1,200", "1234 minus 1200"),
         ("what is 9 - 3", "what is 9 minus 3"),
