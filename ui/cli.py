@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 from quicksilver.assistant.config import Settings
 from quicksilver.ui.conversation import (
@@ -22,6 +23,9 @@ from quicksilver.ui.conversation import (
 )
 from quicksilver.ui.flags import ENGINE, add_setting_flags, settings_from
 from quicksilver.ui.server.cli import add_server_commands
+
+if TYPE_CHECKING:
+    from quicksilver.models.reasoner_tiny.evaluate import Evaluation
 
 
 def _version() -> str:
@@ -80,9 +84,23 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
         print(f"{score.skill:<20}{row}")
     print(f"{'p50 latency':<20}" + "".join(f"{r.p50_ms:>8.0f} ms" for r in results))
     if args.show_misses:
-        for score in results[0].scores:
-            for question, wanted, got in score.misses:
-                print(f"[{score.skill}] {question!r}: wanted {wanted!r}, got {got!r}")
+        _print_misses(results[0])
+    return 0
+
+
+def _print_misses(result: Evaluation) -> None:
+    """A few wrong answers per skill, after how many of each kind there were."""
+    from quicksilver.models.reasoner_tiny.evaluate import miss_kind
+
+    print(f"\nwrong answers at {result.label}, by kind: another frame (the wording not "
+          "understood) or a wrong value (the reasoning slipped)")  # fmt: skip
+    for score in result.scores:
+        if not score.miss_kinds:
+            continue
+        kinds = ", ".join(f"{n} {kind}" for kind, n in score.miss_kinds.most_common())
+        print(f"[{score.skill}] {score.total - score.correct} of {score.total}: {kinds}")
+        for question, wanted, got in score.misses:
+            print(f"    {question!r}: wanted {wanted!r}, got {got!r} ({miss_kind(wanted, got)})")
     return 0
 
 

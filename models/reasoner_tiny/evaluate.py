@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import statistics
+from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
@@ -25,6 +27,7 @@ class SkillScore:
     correct: int = 0
     total: int = 0
     misses: list[tuple[str, str, str]] = field(default_factory=list)  # question, wanted, got
+    miss_kinds: Counter[str] = field(default_factory=Counter)  # every miss by miss_kind
     judged: list[tuple[float, bool]] = field(default_factory=list)  # (confidence, right) each
 
     @property
@@ -66,6 +69,7 @@ class Evaluation:
             "follow_up": self.follow_up,
             "trained_phrasings": self.trained_phrasings,
             "accuracy": {s.skill: round(s.accuracy, 4) for s in self.scores},
+            "misses": {s.skill: dict(s.miss_kinds) for s in self.scores if s.miss_kinds},
             "latency_ms": {"p50": round(self.p50_ms, 1), "p90": round(self.p90_ms, 1)},
         }
 
@@ -73,6 +77,22 @@ class Evaluation:
 def is_right(item: Item, answer_text: str) -> bool:
     """Exact answers only: the spoken sentence must be the expected one."""
     return answer_text.strip() == item.answer
+
+
+FRAME = "another frame"  # the question read as another: a refusal, "who I am", "smaller"
+VALUE = "wrong value"  # the right kind of sentence with a slip in it: a digit, a letter
+
+
+def miss_kind(wanted: str, got: str) -> str:
+    """Why a wrong answer is wrong, by its first two words, numbers aside: ``FRAME``
+    when they differ from the expected answer's ("66 is smaller" for "283 is bigger", a
+    refusal: the wording was not understood, and more steps will not help), ``VALUE``
+    when they agree ("Tomorrow is Thursday" for "Tomorrow is Tuesday": a slip)."""
+
+    def frame(text: str) -> list[str]:
+        return re.findall(r"[a-z']+", text.lower())[:2]
+
+    return FRAME if frame(wanted) != frame(got) else VALUE
 
 
 def evaluate(
@@ -105,7 +125,9 @@ def evaluate(
             score.judged.append((answer.confidence, right))
             if right:
                 score.correct += 1
-            elif len(score.misses) < 3:
+                continue
+            score.miss_kinds[miss_kind(item.answer, answer.text)] += 1
+            if len(score.misses) < 3:
                 score.misses.append((item.question, item.answer, answer.text))
         scores.append(score)
     return Evaluation(steps, scores, latencies, follow_up, trained_phrasings)
