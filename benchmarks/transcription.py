@@ -94,6 +94,9 @@ def options(base: str) -> dict[str, Option]:
         "default": Option("tiny.en", SttOptions(), questions=True),
         "quicksilver": Option("tiny.en-quicksilver", SttOptions(), questions=True),
         "quicksilver-alone": Option("tiny.en-quicksilver", SttOptions()),
+        "quicksilver-noprompt": Option(
+            "tiny.en-quicksilver", replace(SttOptions(), initial_prompt=None), questions=True
+        ),
         "quicksilver-beam1": Option(
             "tiny.en-quicksilver", replace(SttOptions(), beam_size=1), questions=True
         ),
