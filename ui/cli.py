@@ -101,7 +101,6 @@ def _print_misses(result: Evaluation) -> None:
         print(f"[{score.skill}] {score.total - score.correct} of {score.total}: {kinds}")
         for question, wanted, got in score.misses:
             print(f"    {question!r}: wanted {wanted!r}, got {got!r} ({miss_kind(wanted, got)})")
-    return 0
 
 
 def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
