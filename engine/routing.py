@@ -236,16 +236,9 @@ class RoutedEngine:
 
     @property
     def sampler(self) -> SamplerConfig:
+        """The default model's settings (the canvas every model shares); each expert
+        answers with its own, as the ship chose it."""
         return self.default.sampler
-
-    @sampler.setter
-    def sampler(self, config: SamplerConfig) -> None:
-        """Settings for every model that answers (the router keeps its own passes), as
-        a comparison of candidates gives each the baseline's."""
-        if config.max_new_tokens != self.default.sampler.max_new_tokens:
-            raise ValueError("a routed checkpoint's models share one canvas; keep its size")
-        for engine in (self.default, *self.experts.values()):
-            engine.sampler = config
 
     @property
     def device(self) -> torch.device:

@@ -59,17 +59,20 @@ def candidates(
     baseline: Engine, runs: dict[str, Engine | RoutedEngine], shares: Sequence[float]
 ) -> dict[str, Engine | RoutedEngine]:
     """Each run, and its blends with the baseline at ``shares``, all with the baseline's
-    sampler settings; a routed checkpoint (``router assemble``) is measured whole, its
-    router's passes included."""
-    engines = {}
+    sampler settings. A routed checkpoint (``router assemble``) is measured whole and as it
+    ships, its router's passes included and each expert with its own sampler (the ship
+    chooses one per expert: given the default's, the spelling expert lost 5–12 points it
+    has)."""
+    engines: dict[str, Engine | RoutedEngine] = {}
     for name, run in runs.items():
         engines[name] = run
-        if shares and isinstance(run, RoutedEngine):
-            raise ValueError(f"{name} is a routed checkpoint: blend its experts, not it")
+        if isinstance(run, RoutedEngine):
+            if shares:
+                raise ValueError(f"{name} is a routed checkpoint: blend its experts, not it")
+            continue
+        run.sampler = dataclasses.replace(baseline.sampler)  # a blend takes the run's
         for share in shares:
             engines[f"{share:g} × {name}"] = blend(baseline, run, share)
-    for engine in engines.values():
-        engine.sampler = dataclasses.replace(baseline.sampler)
     return engines
 
 

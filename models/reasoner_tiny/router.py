@@ -261,7 +261,7 @@ def assemble(
     for name, source in parts.items():
         if not (source / CONFIG_FILE).is_file():
             raise FileNotFoundError(f"{source} is no checkpoint folder (no config.json)")
-        shutil.copytree(source, out / name, ignore=shutil.ignore_patterns(*SKIPPED_FILES))
+        _copy_checkpoint(source, out / name)
     questions = default / QUESTIONS_FILE
     if questions.is_file():
         shutil.copy2(questions, out / questions.name)
@@ -277,6 +277,15 @@ def assemble(
     routing.write(out)
     RoutedEngine.load(out, device="cpu")  # the models must fit together
     return out
+
+
+def _copy_checkpoint(source: Path, target: Path) -> None:
+    """The files a model answers with: not its training state, and not what shares its
+    folder (the shipped general model's folder is a package with a routed build inside)."""
+    target.mkdir(parents=True)
+    for file in source.iterdir():
+        if file.is_file() and file.name not in SKIPPED_FILES and file.suffix != ".py":
+            shutil.copy2(file, target / file.name)
 
 
 def _expert_pairs(pairs: Sequence[str]) -> dict[str, Path]:

@@ -72,6 +72,10 @@ def test_assemble_writes_a_routed_folder_that_loads(fresh_router, tmp_path):
         1,
     )
     assert (out / "questions.lm.json").is_file()  # where the assistant looks for it
+    # the shipped folder is a package holding a routed build: only its checkpoint is copied
+    copied = {path.name for path in (out / "default").iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= copied
+    assert not any(name.endswith(".py") or name == "routed" for name in copied)
     engine = Engine.load(out, device="cpu")
     assert isinstance(engine, RoutedEngine) and engine.unsure_below == 0.8
     answer = engine.answer("what is 2 plus 2")
@@ -82,20 +86,23 @@ def test_assemble_writes_a_routed_folder_that_loads(fresh_router, tmp_path):
         router._expert_pairs(["poetry=somewhere"])
 
 
-def test_a_routed_checkpoint_is_compared_whole_with_the_baselines_sampler(fresh_router, tmp_path):
+def test_a_routed_checkpoint_is_compared_whole_with_its_own_samplers(fresh_router, tmp_path):
+    """Each expert keeps the sampler the ship chose for it: the baseline's would measure
+    another build than the one that ships."""
     out = router.assemble(fresh_router, {"letters": SHIPPED}, SHIPPED, tmp_path / "routed")
     baseline = load(SHIPPED)
-    baseline.sampler = dataclasses.replace(baseline.sampler, steps=8)
+    baseline.sampler = dataclasses.replace(baseline.sampler, steps=8, position_decay=0.0)
     routed = load(out)
+    own = {name: expert.sampler for name, expert in routed.experts.items()}
+    own_default = routed.default.sampler
     engines = candidates(baseline, {"routed": routed}, shares=[])
     assert engines["routed"] is routed
-    assert routed.experts["letters"].sampler.steps == routed.default.sampler.steps == 8
+    assert {name: expert.sampler for name, expert in routed.experts.items()} == own
+    assert routed.default.sampler == own_default != baseline.sampler
     assert routed.router.sampler.steps == router.STEPS  # the router keeps its one pass
     assert measure("routed", routed, per_skill=1, seeds=[7]).accuracy.keys() == SKILLS.keys()
     with pytest.raises(ValueError, match="routed checkpoint"):
         candidates(baseline, {"routed": routed}, shares=[0.5])
-    with pytest.raises(ValueError, match="one canvas"):
-        routed.sampler = dataclasses.replace(baseline.sampler, max_new_tokens=64)
 
 
 def test_the_report_says_where_the_misses_went(fresh_router):
