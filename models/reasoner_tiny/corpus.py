@@ -337,7 +337,14 @@ def comparison(rng: random.Random, held_out: bool) -> Item:
 
 def ordering(rng: random.Random, held_out: bool) -> Item:
     def draw() -> tuple[int, ...]:
-        return tuple(rng.sample(range(100), rng.randint(3, 4)))
+        """Three or four distinct numbers (the prompt's slots hold four), each one or two
+        digits long alike: "sort 3, 1 and 2" is asked as well as "sort 37, 80 and 18"."""
+        numbers: list[int] = []
+        count = rng.randint(3, 4)
+        while len(numbers) < count:
+            if (number := _num(rng, 99)) not in numbers:
+                numbers.append(number)
+        return tuple(numbers)
 
     numbers = list(_pair(rng, held_out, "ord", draw))
     listed = ", ".join(spoken(n, rng) for n in numbers[:-1]) + " and " + spoken(numbers[-1], rng)
@@ -806,6 +813,9 @@ CHAT_PHRASES = {
             "introduce yourself",
             "who made you",
             "what is quicksilver",
+            "what do I call you",
+            "what are you called",
+            "who am I speaking with",
         ],
         ["who am I talking to", "what should I call you"],
     ),
@@ -820,6 +830,9 @@ CHAT_PHRASES = {
             "how can you help me",
             "what are you good at",
             "show me what you can do",
+            "what are you capable of",
+            "what are you here for",
+            "tell me what you can do",
         ],
         ["what are you able to do", "what things can you do"],
     ),

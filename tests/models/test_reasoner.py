@@ -318,6 +318,22 @@ def test_number_reasoning_starts_from_the_operand_slots():
         assert not re.search(r"(?<![\d.])0\d", item.answer), item.answer
 
 
+def test_ordering_asks_small_numbers_as_well_as_two_digit_ones():
+    """A list such as "sort 3, 1 and 2" was answered with nothing: lists were drawn
+    from 0-99 alike, so one of single digits alone came up once in a thousand. Each
+    number is now one or two digits long alike, three or four of them (the prompt's
+    number slots)."""
+    for held_out in (False, True):
+        rng = random.Random(3)
+        lists = [re.findall(r"\d+", corpus.ordering(rng, held_out).answer) for _ in range(400)]
+        assert {len(numbers) for numbers in lists} == {3, 4}
+        assert all(len(set(numbers)) == len(numbers) for numbers in lists)
+        small = [numbers for numbers in lists if all(len(n) == 1 for n in numbers)]
+        assert len(small) > 0.05 * len(lists)
+        mixed = sum(len({len(n) for n in numbers}) > 1 for numbers in lists)
+        assert mixed > 0.5 * len(lists)
+
+
 def test_training_says_what_one_unit_is():
     """Every unit's own size ("how many days are in a week") is trained, singular and
     with "a" or "an", and never held out: the hash of (unit, 1) held it out for the first
