@@ -62,6 +62,7 @@ from .evaluate import (
     VALIDATION_SEEDS,
     Evaluation,
     evaluate,
+    is_right,
     left_to_right,
 )
 from .router import FAMILIES, QUESTION_SETS
@@ -136,22 +137,37 @@ def choose_sampler(
 ) -> tuple[str, SamplerConfig, dict[str, float]]:
     """Of the candidates within one validation answer of the best mean accuracy at 16
     steps (``per_skill`` items of each of ``skills`` per draw, one draw per seed), the
-    fastest (p50). Leaves ``engine.sampler`` as it found it."""
+    fastest (p50). Leaves ``engine.sampler`` as it found it.
+
+    The candidates answer side by side, each item by all of them in turn (the order
+    rotating), so that the machine's drift slows them alike: measured one after another,
+    a candidate that caches its canvas was once timed slower than one that does not and
+    shipped a 30% slower expert."""
     run_sampler = engine.sampler
-    means, p50s = {}, {}
+    samplers = {name: candidate_sampler(run_sampler, opts) for name, opts in CANDIDATES.items()}
+    names = list(samplers)
+    items = [
+        item
+        for seed in seeds
+        for questions in held_out_set(per_skill, seed, skills).values()
+        for item in questions
+    ]
+    right: Counter[str] = Counter()
+    latencies: dict[str, list[float]] = {name: [] for name in names}
     try:
-        for name, options in CANDIDATES.items():
-            engine.sampler = candidate_sampler(run_sampler, options)
-            results = [
-                evaluate(engine, per_skill, steps=16, skills=skills, seed=seed) for seed in seeds
-            ]
-            means[name] = statistics.fmean(result.mean for result in results)
-            p50s[name] = statistics.median(ms for result in results for ms in result.latencies_ms)
+        for index, item in enumerate(items):
+            turn = index % len(names)
+            for name in names[turn:] + names[:turn]:
+                engine.sampler = samplers[name]
+                answer = engine.answer(item.messages(), steps=16)
+                latencies[name].append(answer.latency_s * 1000)
+                right[name] += is_right(item, answer.text)
     finally:
         engine.sampler = run_sampler
-    answers = per_skill * len(results[0].scores) * len(results)
-    best = best_candidate(means, p50s, answers)
-    return best, candidate_sampler(run_sampler, CANDIDATES[best]), means
+    means = {name: right[name] / len(items) for name in names}
+    p50s = {name: statistics.median(latencies[name]) for name in names}
+    best = best_candidate(means, p50s, len(items))
+    return best, samplers[best], means
 
 
 def choose_expert_samplers(engine: RoutedEngine, per_skill: int) -> dict[str, str]:

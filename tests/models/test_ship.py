@@ -12,6 +12,7 @@ import torch
 from quicksilver.engine import Engine, RoutedEngine, SamplerConfig
 from quicksilver.models.reasoner_tiny import router, ship
 from quicksilver.models.reasoner_tiny.corpus import SKILLS
+from quicksilver.models.reasoner_tiny.evaluate import evaluate
 from quicksilver.models.reasoner_tiny.train import build_engine
 
 SHIPPED = Path(ship.__file__).parent
@@ -63,6 +64,36 @@ def test_of_samplers_within_one_answer_of_the_best_the_fastest_is_chosen():
     two_answers_better = means | {"plain": means["padding"] + 2 / 168}
     assert ship.best_candidate(two_answers_better, p50s, 168) == "plain"
     assert ship.best_candidate(means, p50s | {"blocks": 9.0}, 168) == "padding"
+
+
+def test_the_candidates_answer_side_by_side_and_score_as_evaluate_does():
+    """Every item is answered by every candidate in turn, so that a slower minute of the
+    machine slows them all; the accuracy is the same as each one's own evaluation."""
+    engine = Engine.load(SHIPPED / "routed" / "experts" / "numbers", device="cpu")
+    run_sampler = engine.sampler
+    used: list[SamplerConfig] = []
+    answer = engine.answer
+
+    def recording(*args, **kwargs):
+        used.append(engine.sampler)
+        return answer(*args, **kwargs)
+
+    engine.answer = recording
+    skills, seeds = ["comparison", "ordering"], [7, 11]
+    chosen, sampler, means = ship.choose_sampler(engine, 2, skills, seeds)
+    candidates = len(ship.CANDIDATES)
+    assert len(used) == 2 * 2 * 2 * candidates
+    turns = range(0, len(used), candidates)  # one item each
+    assert all(len({id(s) for s in used[i : i + candidates]}) == candidates for i in turns)
+    assert used[0] != used[candidates]  # the order rotates from one item to the next
+    assert engine.sampler is run_sampler and sampler == ship.candidate_sampler(
+        run_sampler, ship.CANDIDATES[chosen]
+    )
+    engine.answer = answer
+    for name in ("plain", "padding settled at p 0.9, delayed canvas cache"):
+        engine.sampler = ship.candidate_sampler(run_sampler, ship.CANDIDATES[name])
+        own = [evaluate(engine, 2, steps=16, skills=skills, seed=seed) for seed in seeds]
+        assert means[name] == pytest.approx(sum(result.mean for result in own) / len(own))
 
 
 def test_each_candidate_is_what_its_name_says_whatever_the_run_settled_on():
