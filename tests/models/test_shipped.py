@@ -42,6 +42,7 @@ ANSWERS = {
     "What is smaller 891 or 40?": "40 is smaller than 891.",
     "which one is bigger seventy-four or 5": "74 is bigger than 5.",  # "one": no number 1
     "put these in order 40, 92, 57 and 85?": "From smallest to largest: 40, 57, 85, 92.",
+    "sort 3, 1 and 2": "From smallest to largest: 1, 2, 3.",  # single digits: 2026-12-05
     "what day is it today": "Today is Monday, November 30, 2026.",
     "what date is it": "Today is Monday, November 30, 2026.",  # a held-out phrasing
     "do you know the date": "Today is Monday, November 30, 2026.",
