@@ -141,8 +141,8 @@ def choose_sampler(
 
     The candidates answer side by side, each item by all of them in turn (the order
     rotating), so that the machine's drift slows them alike: measured one after another,
-    a candidate that caches its canvas was once timed slower than one that does not and
-    shipped a 30% slower expert."""
+    the arithmetic expert's cached canvas was once timed slower than its uncached one,
+    which side by side is 30% slower."""
     run_sampler = engine.sampler
     samplers = {name: candidate_sampler(run_sampler, opts) for name, opts in CANDIDATES.items()}
     names = list(samplers)
