@@ -2,10 +2,10 @@
 
 A model card's latency row is measured on whatever the machine was doing while it
 shipped, so two cards' p50s do not compare (one build's card says 53 ms at 16 steps; the
-same build on the same VM, hours later, took 90 ms).
-Here each question goes to both builds in turn, the order alternating, so the machine's
-drift slows them alike: the ratio of their p50s is the figure to quote, beside how many
-answers each got right. Run from the repository root:
+same build on the same VM, hours later, took 90 ms). Here each question goes to both
+builds in turn, the order alternating (``evaluate.side_by_side``), so the machine's drift
+slows them alike: the ratio of their p50s is the figure to quote, beside how many answers
+each got right. Run from the repository root:
 ``python -m benchmarks.checkpoints BASELINE CANDIDATE [--per-skill 10] [--threads 2]``
 (a build is a folder, or a registered name such as ``bundled``).
 """
@@ -13,12 +13,12 @@ answers each got right. Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import statistics
+from collections.abc import Callable
 
 import torch
-from quicksilver.engine import Engine
-from quicksilver.models.reasoner_tiny.corpus import held_out_set
-from quicksilver.models.reasoner_tiny.evaluate import is_right
+from quicksilver.engine import Answer, Engine
+from quicksilver.models.reasoner_tiny.corpus import Item, held_out_set
+from quicksilver.models.reasoner_tiny.evaluate import side_by_side
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -33,23 +33,20 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     builds = {"baseline": Engine.load(args.baseline), "candidate": Engine.load(args.candidate)}
-    latencies: dict[str, list[float]] = {name: [] for name in builds}
-    right = dict.fromkeys(builds, 0)
     items = [item for items in held_out_set(args.per_skill, args.seed).values() for item in items]
-    for index, item in enumerate(items):
-        order = list(builds) if index % 2 == 0 else list(reversed(builds))
-        for name in order:
-            answer = builds[name].answer(item.messages(), steps=args.steps)
-            latencies[name].append(answer.latency_s * 1000)
-            right[name] += is_right(item, answer.text)
-    p50 = {name: statistics.median(values) for name, values in latencies.items()}
+
+    def answering_with(engine: Engine) -> Callable[[Item], Answer]:
+        return lambda item: engine.answer(item.messages(), steps=args.steps)
+
+    tallies = side_by_side({name: answering_with(e) for name, e in builds.items()}, items)
     for name, path in (("baseline", args.baseline), ("candidate", args.candidate)):
-        p90 = statistics.quantiles(latencies[name], n=10)[-1]
+        tally = tallies[name]
         print(
-            f"{name:9} {path}: right {right[name]} of {len(items)}, "
-            f"p50 {p50[name]:.0f} ms, p90 {p90:.0f} ms"
+            f"{name:9} {path}: right {tally.right} of {len(items)}, "
+            f"p50 {tally.p50_ms:.0f} ms, p90 {tally.p90_ms:.0f} ms"
         )
-    print(f"candidate / baseline p50: {p50['candidate'] / p50['baseline']:.2f}")
+    ratio = tallies["candidate"].p50_ms / tallies["baseline"].p50_ms
+    print(f"candidate / baseline p50: {ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
-from quicksilver.engine import Engine, RoutedEngine
+from quicksilver.engine import Answer, Engine, RoutedEngine
 from quicksilver.engine.model import KVCache
 
 from .corpus import Item, held_out_set
@@ -77,6 +77,40 @@ class Evaluation:
 def is_right(item: Item, answer_text: str) -> bool:
     """Exact answers only: the spoken sentence must be the expected one."""
     return answer_text.strip() == item.answer
+
+
+@dataclass
+class SideBySide:
+    """One contender's share of a side-by-side run: its right answers and latencies."""
+
+    right: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+
+    @property
+    def p50_ms(self) -> float:
+        return statistics.median(self.latencies_ms)
+
+    @property
+    def p90_ms(self) -> float:
+        return statistics.quantiles(self.latencies_ms, n=10)[-1]
+
+
+def side_by_side(
+    contenders: Mapping[str, Callable[[Item], Answer]], items: Sequence[Item]
+) -> dict[str, SideBySide]:
+    """Every item answered by every contender in turn, the order rotating from item to
+    item, so that the machine's drift slows them alike: on a shared or throttled CPU only
+    latencies measured so compare (timed one after another, the ship once ranked the
+    arithmetic expert's cached canvas behind its uncached one, 30% slower side by side)."""
+    names = list(contenders)
+    tallies = {name: SideBySide() for name in names}
+    for index, item in enumerate(items):
+        turn = index % len(names)
+        for name in names[turn:] + names[:turn]:
+            answer = contenders[name](item)
+            tallies[name].latencies_ms.append(answer.latency_s * 1000)
+            tallies[name].right += is_right(item, answer.text)
+    return tallies
 
 
 FRAME = "another frame"  # the question read as another: a refusal, "who I am", "smaller"

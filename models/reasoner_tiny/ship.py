@@ -36,13 +36,12 @@ import argparse
 import dataclasses
 import json
 import os
-import statistics
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import torch
-from quicksilver.engine import Engine, RoutedEngine, SamplerConfig
+from quicksilver.engine import Answer, Engine, RoutedEngine, SamplerConfig
 from quicksilver.engine.api import ROUTING_FILE
 from quicksilver.engine.checkpoints import update_config
 from quicksilver.engine.routing import Routing
@@ -55,15 +54,15 @@ from .confidence import (
     validation_judged,
     write_threshold,
 )
-from .corpus import held_out_set
+from .corpus import Item, held_out_set
 from .evaluate import (
     TARGET,
     VALIDATION_SEED,
     VALIDATION_SEEDS,
     Evaluation,
     evaluate,
-    is_right,
     left_to_right,
+    side_by_side,
 )
 from .router import FAMILIES, QUESTION_SETS
 
@@ -139,33 +138,29 @@ def choose_sampler(
     steps (``per_skill`` items of each of ``skills`` per draw, one draw per seed), the
     fastest (p50). Leaves ``engine.sampler`` as it found it.
 
-    The candidates answer side by side, each item by all of them in turn (the order
-    rotating), so that the machine's drift slows them alike: measured one after another,
-    the arithmetic expert's cached canvas was once timed slower than its uncached one,
-    which side by side is 30% slower."""
+    The candidates answer side by side (:func:`side_by_side`), not one after another."""
     run_sampler = engine.sampler
     samplers = {name: candidate_sampler(run_sampler, opts) for name, opts in CANDIDATES.items()}
-    names = list(samplers)
     items = [
         item
         for seed in seeds
         for questions in held_out_set(per_skill, seed, skills).values()
         for item in questions
     ]
-    right: Counter[str] = Counter()
-    latencies: dict[str, list[float]] = {name: [] for name in names}
+
+    def answering_with(sampler: SamplerConfig) -> Callable[[Item], Answer]:
+        def answer(item: Item) -> Answer:
+            engine.sampler = sampler
+            return engine.answer(item.messages(), steps=16)
+
+        return answer
+
     try:
-        for index, item in enumerate(items):
-            turn = index % len(names)
-            for name in names[turn:] + names[:turn]:
-                engine.sampler = samplers[name]
-                answer = engine.answer(item.messages(), steps=16)
-                latencies[name].append(answer.latency_s * 1000)
-                right[name] += is_right(item, answer.text)
+        tallies = side_by_side({n: answering_with(s) for n, s in samplers.items()}, items)
     finally:
         engine.sampler = run_sampler
-    means = {name: right[name] / len(items) for name in names}
-    p50s = {name: statistics.median(latencies[name]) for name in names}
+    means = {name: tally.right / len(items) for name, tally in tallies.items()}
+    p50s = {name: tally.p50_ms for name, tally in tallies.items()}
     best = best_candidate(means, p50s, len(items))
     return best, samplers[best], means
 
