@@ -21,6 +21,20 @@ VALIDATION_SEED = 7
 VALIDATION_SEEDS = (VALIDATION_SEED, 11)
 
 
+class Latencies:
+    """p50 and p90 of the ``latencies_ms`` a result collects, one per answer."""
+
+    latencies_ms: list[float]
+
+    @property
+    def p50_ms(self) -> float:
+        return statistics.median(self.latencies_ms)
+
+    @property
+    def p90_ms(self) -> float:
+        return statistics.quantiles(self.latencies_ms, n=10)[-1]
+
+
 @dataclass
 class SkillScore:
     skill: str
@@ -36,7 +50,7 @@ class SkillScore:
 
 
 @dataclass
-class Evaluation:
+class Evaluation(Latencies):
     steps: int
     scores: list[SkillScore]
     latencies_ms: list[float]
@@ -55,14 +69,6 @@ class Evaluation:
         """Mean of the per-skill accuracies: every skill counts alike."""
         return sum(s.accuracy for s in self.scores) / len(self.scores)
 
-    @property
-    def p50_ms(self) -> float:
-        return statistics.median(self.latencies_ms)
-
-    @property
-    def p90_ms(self) -> float:
-        return statistics.quantiles(self.latencies_ms, n=10)[-1]
-
     def to_dict(self) -> dict:
         return {
             "steps": self.steps,
@@ -80,19 +86,11 @@ def is_right(item: Item, answer_text: str) -> bool:
 
 
 @dataclass
-class SideBySide:
+class SideBySide(Latencies):
     """One contender's share of a side-by-side run: its right answers and latencies."""
 
     right: int = 0
     latencies_ms: list[float] = field(default_factory=list)
-
-    @property
-    def p50_ms(self) -> float:
-        return statistics.median(self.latencies_ms)
-
-    @property
-    def p90_ms(self) -> float:
-        return statistics.quantiles(self.latencies_ms, n=10)[-1]
 
 
 def side_by_side(
