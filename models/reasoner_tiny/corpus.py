@@ -317,8 +317,13 @@ def comparison(rng: random.Random, held_out: bool) -> Item:
         return str(_num(rng, 999)), str(_num(rng, 999))
 
     x, y = _pair(rng, held_out, "cmp", draw)
-    kind = rng.choice(["bigger", "smaller", "is"])
-    phrases = {"bigger": BIGGER_PHRASES, "smaller": SMALLER_PHRASES, "is": IS_BIGGER_PHRASES}[kind]
+    kind = rng.choice(["bigger", "smaller", "is bigger", "is smaller"])
+    phrases = {
+        "bigger": BIGGER_PHRASES,
+        "smaller": SMALLER_PHRASES,
+        "is bigger": IS_BIGGER_PHRASES,
+        "is smaller": IS_SMALLER_PHRASES,
+    }[kind]
     question = _phrase(rng, held_out, phrases).format(
         a=spoken(_as_number(x), rng), b=spoken(_as_number(y), rng)
     )
@@ -330,8 +335,10 @@ def comparison(rng: random.Random, held_out: bool) -> Item:
         answer = f"{big} is bigger than {small}."
     elif kind == "smaller":
         answer = f"{small} is smaller than {big}."
-    else:
+    elif kind == "is bigger":
         answer = f"Yes, {x} is bigger than {y}." if sign > 0 else f"No, {x} is smaller than {y}."
+    else:
+        answer = f"Yes, {x} is smaller than {y}." if sign < 0 else f"No, {x} is bigger than {y}."
     return Item("comparison", transcript(question, rng), f"{thinking} → {big}", answer)
 
 
@@ -684,10 +691,20 @@ IS_BIGGER_PHRASES = (
     ],
     ["is {a} greater than {b}"],
 )
+IS_SMALLER_PHRASES = (
+    [
+        "is {a} smaller than {b}",
+        "is {a} less than {b}",
+        "is {a} lower than {b}",
+        "is {a} smaller than {b} or not",
+    ],
+    ["is the number {a} smaller than {b}"],
+)
 ORDER_PHRASES = (
     [
         "put {n} in order",
         "sort {n}",
+        "order {n}",
         "order {n} from smallest to largest",
         "arrange {n} from smallest to biggest",
         "list {n} from smallest to largest",
@@ -980,7 +997,7 @@ def phrasings() -> list[tuple[list[str], list[str]]]:
     return [
         *(ADD_PHRASES, SUB_PHRASES, MUL_PHRASES, DIV_PHRASES, COUNT_PHRASES, SPELL_PHRASES),
         *(BACKWARDS_PHRASES, FIRST_PHRASES, LAST_PHRASES, BIGGER_PHRASES, SMALLER_PHRASES),
-        *(IS_BIGGER_PHRASES, ORDER_PHRASES, CONVERT_PHRASES, OUT_OF_SCOPE, *by_kind),
+        *(IS_BIGGER_PHRASES, IS_SMALLER_PHRASES, ORDER_PHRASES, CONVERT_PHRASES, OUT_OF_SCOPE, *by_kind),
     ]
 
 

@@ -334,6 +334,32 @@ def test_ordering_asks_small_numbers_as_well_as_two_digit_ones():
         assert mixed > 0.5 * len(lists)
 
 
+
+def test_a_yes_or_no_comparison_answers_the_direction_it_was_asked():
+    """"is 9 less than 2" was answered "Yes, 9 is bigger than 2.": training asked yes or
+    no about "bigger" alone, so the model said yes to what it had not been asked. Asked
+    "is a smaller than b", the answer says yes exactly when a is smaller, and names the
+    true relation either way."""
+    rng = random.Random(5)
+    asked = Counter()
+    for _ in range(3000):
+        item = corpus.comparison(rng, held_out=False)
+        question = normalise_spoken(item.question)
+        if not re.search(r"\bis (-?[\d.]+) (smaller|less|lower) than (-?[\d.]+)", question):
+            continue
+        x, y = re.search(r"([\d.]+) (?:smaller|less|lower) than ([\d.]+)", question).groups()
+        if float(x) == float(y):
+            continue
+        relation = "smaller" if float(x) < float(y) else "bigger"
+        verdict = "Yes" if relation == "smaller" else "No"
+        assert item.answer == f"{verdict}, {x} is {relation} than {y}.", item
+        asked[verdict] += 1
+    assert asked["Yes"] > 50 and asked["No"] > 50
+    asked_to_order = [normalise_spoken(corpus.ordering(rng, False).question) for _ in range(500)]
+    bare = re.compile(r"(?:(?:um|uh|so|hey|okay) )?order [\d ]+ and \d+(?: please| for me)?")
+    assert any(bare.fullmatch(question) for question in asked_to_order)  # "order 5 2 and 8"
+
+
 def test_training_says_what_one_unit_is():
     """Every unit's own size ("how many days are in a week") is trained, singular and
     with "a" or "an", and never held out: the hash of (unit, 1) held it out for the first
