@@ -329,17 +329,22 @@ def comparison(rng: random.Random, held_out: bool) -> Item:
     )
     thinking, sign = compare_thinking(x, y)
     big, small = (x, y) if sign >= 0 else (y, x)
+    thinking += f" → {big}"
     if sign == 0:
         answer = f"{x} and {y} are equal."
     elif kind == "bigger":
         answer = f"{big} is bigger than {small}."
     elif kind == "smaller":
         answer = f"{small} is smaller than {big}."
-    elif kind == "is bigger":
-        answer = f"Yes, {x} is bigger than {y}." if sign > 0 else f"No, {x} is smaller than {y}."
     else:
-        answer = f"Yes, {x} is smaller than {y}." if sign < 0 else f"No, {x} is bigger than {y}."
-    return Item("comparison", transcript(question, rng), f"{thinking} → {big}", answer)
+        # A yes or no hangs on the word asked as well as on the numbers: the reasoning
+        # names that word and its verdict before the answer says either.
+        asked = kind.removeprefix("is ")
+        holds = sign > 0 if asked == "bigger" else sign < 0
+        thinking += f" | {asked}? {'yes' if holds else 'no'}"
+        relation = "bigger" if sign > 0 else "smaller"
+        answer = f"{'Yes' if holds else 'No'}, {x} is {relation} than {y}."
+    return Item("comparison", transcript(question, rng), thinking, answer)
 
 
 def ordering(rng: random.Random, held_out: bool) -> Item:
