@@ -339,7 +339,8 @@ def test_a_yes_or_no_comparison_answers_the_direction_it_was_asked():
     """"is 9 less than 2" was answered "Yes, 9 is bigger than 2.": training asked yes or
     no about "bigger" alone, so the model said yes to what it had not been asked. Asked
     "is a smaller than b", the answer says yes exactly when a is smaller, and names the
-    true relation either way."""
+    true relation either way; the reasoning gives the verdict first. The bare "order
+    5, 2, 8 and 1" is trained too."""
     rng = random.Random(5)
     asked = Counter()
     for _ in range(3000):
@@ -353,6 +354,7 @@ def test_a_yes_or_no_comparison_answers_the_direction_it_was_asked():
         relation = "smaller" if float(x) < float(y) else "bigger"
         verdict = "Yes" if relation == "smaller" else "No"
         assert item.answer == f"{verdict}, {x} is {relation} than {y}.", item
+        assert item.thinking.endswith(f" | smaller? {verdict.lower()}"), item  # before it
         asked[verdict] += 1
     assert asked["Yes"] > 50 and asked["No"] > 50
     asked_to_order = [normalise_spoken(corpus.ordering(rng, False).question) for _ in range(500)]
