@@ -43,10 +43,19 @@ class Candidate:
 
 
 def measure(
-    name: str, engine: Engine, per_skill: int, seeds: Sequence[int] = VALIDATION_SEEDS
+    name: str,
+    engine: Engine,
+    per_skill: int,
+    seeds: Sequence[int] = VALIDATION_SEEDS,
+    trained_phrasings: bool = False,
 ) -> Candidate:
-    """Per-skill accuracy at 16 steps over the validation draws, every draw alike."""
-    results = [evaluate(engine, per_skill, steps=16, seed=seed) for seed in seeds]
+    """Per-skill accuracy at 16 steps over the validation draws, every draw alike;
+    ``trained_phrasings``: their held-out values asked in training's phrasings, where a
+    change that teaches a phrasing (or routes one) shows, as the card's column does."""
+    results = [
+        evaluate(engine, per_skill, steps=16, seed=seed, trained_phrasings=trained_phrasings)
+        for seed in seeds
+    ]
     skills = [score.skill for score in results[0].scores]
     accuracy = {
         skill: sum(r.scores[i].accuracy for r in results) / len(results)
@@ -106,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--per-skill", type=int, default=20, help="items per skill per draw")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(VALIDATION_SEEDS))
+    parser.add_argument(
+        "--trained-phrasings", action="store_true", help="ask in training's phrasings"
+    )
     args = parser.parse_args(argv)
 
     baseline = load(args.baseline)
@@ -113,10 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         engines = candidates(baseline, {str(run): load(run) for run in args.runs}, args.shares)
     except ValueError as error:
         parser.error(str(error))
-    measured = measure("baseline", baseline, args.per_skill, args.seeds)
+    measured = measure("baseline", baseline, args.per_skill, args.seeds, args.trained_phrasings)
     others = []
     for name, engine in engines.items():
-        others.append(measure(name, engine, args.per_skill, args.seeds))
+        others.append(measure(name, engine, args.per_skill, args.seeds, args.trained_phrasings))
         print(f"{name}: mean {others[-1].mean:.1%}", flush=True)
     print(table(measured, others))
     return 0

@@ -10,6 +10,7 @@ from quicksilver.models import reasoner_tiny_folder
 from quicksilver.models.reasoner_tiny.blend import load
 from quicksilver.models.reasoner_tiny.compare import Candidate, candidates, main, measure
 from quicksilver.models.reasoner_tiny.corpus import SKILLS
+from quicksilver.models.reasoner_tiny.evaluate import evaluate
 from quicksilver.models.reasoner_tiny.train import build_engine
 
 SHAPE = {"d_model": 32, "n_layers": 1, "n_heads": 2}
@@ -40,6 +41,16 @@ def test_the_shipped_build_is_measured_on_every_skill():
     shipped = measure("shipped", load(reasoner_tiny_folder()), per_skill=2, seeds=[7])
     assert set(shipped.accuracy) == set(SKILLS)
     assert shipped.mean > 0.3  # an untrained model answers none of them (test_reasoner)
+
+
+def test_trained_phrasings_are_measured_as_the_cards_column_asks_them():
+    """A router or corpus change that teaches a phrasing shows in training's phrasings
+    alone: ``measure`` asks those when told, the same questions ``evaluate`` asks."""
+    engine = load(reasoner_tiny_folder())
+    for trained in (False, True):
+        measured = measure("shipped", engine, per_skill=3, seeds=[7], trained_phrasings=trained)
+        direct = evaluate(engine, 3, steps=16, seed=7, trained_phrasings=trained)
+        assert measured.accuracy == {score.skill: score.accuracy for score in direct.scores}
 
 
 def test_the_command_prints_one_column_per_candidate(tmp_path, capsys):

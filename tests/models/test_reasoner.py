@@ -334,9 +334,8 @@ def test_ordering_asks_small_numbers_as_well_as_two_digit_ones():
         assert mixed > 0.5 * len(lists)
 
 
-
 def test_a_yes_or_no_comparison_answers_the_direction_it_was_asked():
-    """"is 9 less than 2" was answered "Yes, 9 is bigger than 2.": training asked yes or
+    """ "is 9 less than 2" was answered "Yes, 9 is bigger than 2.": training asked yes or
     no about "bigger" alone, so the model said yes to what it had not been asked. Asked
     "is a smaller than b", the answer says yes exactly when a is smaller, and names the
     true relation either way; the reasoning gives the verdict first. The bare "order
