@@ -338,27 +338,30 @@ def test_a_yes_or_no_comparison_answers_the_direction_it_was_asked():
     """ "is 9 less than 2" was answered "Yes, 9 is bigger than 2.": training asked yes or
     no about "bigger" alone, so the model said yes to what it had not been asked. Asked
     "is a smaller than b", the answer says yes exactly when a is smaller, and names the
-    true relation either way; the reasoning gives the verdict first. The bare "order
-    5, 2, 8 and 1" is trained too."""
+    true relation either way; the reasoning gives the verdict first."""
     rng = random.Random(5)
     asked = Counter()
+    smaller_than = re.compile(r"\bis ([\d.]+) (?:smaller|less|lower) than ([\d.]+)")
     for _ in range(3000):
         item = corpus.comparison(rng, held_out=False)
-        question = normalise_spoken(item.question)
-        if not re.search(r"\bis (-?[\d.]+) (smaller|less|lower) than (-?[\d.]+)", question):
+        match = smaller_than.search(normalise_spoken(item.question))
+        if match is None or float(match[1]) == float(match[2]):
             continue
-        x, y = re.search(r"([\d.]+) (?:smaller|less|lower) than ([\d.]+)", question).groups()
-        if float(x) == float(y):
-            continue
+        x, y = match.groups()
         relation = "smaller" if float(x) < float(y) else "bigger"
         verdict = "Yes" if relation == "smaller" else "No"
         assert item.answer == f"{verdict}, {x} is {relation} than {y}.", item
         assert item.thinking.endswith(f" | smaller? {verdict.lower()}"), item  # before it
         asked[verdict] += 1
     assert asked["Yes"] > 50 and asked["No"] > 50
+
+
+def test_a_list_is_asked_to_be_ordered_with_the_verb_alone():
+    """ "order 5, 2, 8 and 1", with nothing after the list, is a trained phrasing."""
+    rng = random.Random(5)
     asked_to_order = [normalise_spoken(corpus.ordering(rng, False).question) for _ in range(500)]
     bare = re.compile(r"(?:(?:um|uh|so|hey|okay) )?order [\d ]+ and \d+(?: please| for me)?")
-    assert any(bare.fullmatch(question) for question in asked_to_order)  # "order 5 2 and 8"
+    assert any(bare.fullmatch(question) for question in asked_to_order)
 
 
 def test_training_says_what_one_unit_is():
