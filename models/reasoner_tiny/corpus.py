@@ -389,6 +389,11 @@ UNITS = [  # (from, to, factor)
 # Of training's conversions, the share that ask a unit's own size ("how many days are in
 # a week"): what people ask most, and a fact to know rather than a product to work out.
 UNIT_SIZE_SHARE = 0.1
+# The share asked into the bigger unit ("how many weeks is 21 days"), an exact number of
+# them, the amount within the operand slots' three digits: units whose size divides
+# into that many (not a kilometer's 1000 meters).
+INTO_BIGGER_SHARE = 0.25
+SPLIT_UNITS = [i for i, (_, _, factor) in enumerate(UNITS) if factor <= 100]
 
 
 def _unit_size(value: tuple[int, int]) -> bool:
@@ -402,13 +407,21 @@ def _units(name: str, n: int) -> str:
 
 
 def conversion(rng: random.Random, held_out: bool) -> Item:
+    into_bigger = rng.random() < INTO_BIGGER_SHARE
+
     def draw() -> tuple[int, int]:
+        if into_bigger:
+            unit = rng.choice(SPLIT_UNITS)
+            return unit, rng.randint(1, min(99, 999 // UNITS[unit][2]))
         unit = rng.randrange(len(UNITS))
         if not held_out and rng.random() < UNIT_SIZE_SHARE:
             return unit, 1
         return unit, rng.randint(1, 99)
 
+    # One key for both directions: a held-out (unit, n) is never trained either way.
     unit, n = _pair(rng, held_out, "conv", draw, always_trained=_unit_size)
+    if into_bigger:
+        return _into_bigger_unit(rng, held_out, unit, n)
     source, target, factor = UNITS[unit]
     amount = spoken(n, rng)
     if n == 1 and rng.random() < 0.5:
@@ -424,6 +437,19 @@ def conversion(rng: random.Random, held_out: bool) -> Item:
     thinking = f"×{factor}: {thinking}"
     result = n * factor
     answer = f"{n} {_units(source, n)} is {result} {_units(target, result)}."
+    return Item("conversion", transcript(question, rng), thinking, answer)
+
+
+def _into_bigger_unit(rng: random.Random, held_out: bool, unit: int, n: int) -> Item:
+    """ "how many weeks is 21 days": the amount divided by the unit's size in the long
+    division the division skill writes, answered amount first, as asked."""
+    big, small, factor = UNITS[unit]
+    amount = n * factor
+    question = _phrase(rng, held_out, CONVERT_PHRASES).format(
+        n=spoken(amount, rng), a=_units(small, amount), b=big + "s"
+    )
+    thinking = f"÷{factor}: {div_thinking(amount, factor)}"
+    answer = f"{amount} {_units(small, amount)} is {n} {_units(big, n)}."
     return Item("conversion", transcript(question, rng), thinking, answer)
 
 
@@ -638,6 +664,7 @@ FIRST_PHRASES = (
         "what letter does {w} start with",
         "first letter of {w}",
         "what does {w} start with",
+        "what does {w} begin with",
         "which letter comes first in {w}",
         "give me the first letter of {w}",
         "{w} starts with what letter",
@@ -693,8 +720,9 @@ IS_BIGGER_PHRASES = (
         "is {a} more than {b}",
         "is {a} higher than {b}",
         "is {a} bigger than {b} or not",
+        "is {a} greater than {b}",
     ],
-    ["is {a} greater than {b}"],
+    ["is the number {a} bigger than {b}"],
 )
 IS_SMALLER_PHRASES = (
     [

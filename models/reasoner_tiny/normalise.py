@@ -78,8 +78,25 @@ def normalise_spoken(text: str) -> str:
     text = re.sub(r"(?<=[a-z])-(?=[a-z])", " ", text)  # twenty-one → twenty one
     words = " ".join(CONTRACTIONS.get(w, w) for w in text.split()).split()
     words = [w.strip("'-") for w in _units_spelled_out(words) if w.strip("'-") not in FILLERS]
-    words = _numbers_to_digits(words)
+    words = _lists_with_and(_numbers_to_digits(words))
     return " ".join(_without_labels(_times_between_numbers(words)))
+
+
+def _lists_with_and(words: list[str]) -> list[str]:
+    """A run of three or more numbers, with no "and" after it, gets one before its last:
+    Whisper writes a spoken list either way ("order 5, 2, 8, 1"), the corpus always with
+    it ("order 5, 2, 8 and 1", a word perhaps between the run and its "and")."""
+    out: list[str] = []
+    run = 0
+    for i, word in enumerate(words):
+        is_number = _NUMBER.fullmatch(word) is not None
+        run = run + 1 if is_number else 0
+        following = words[i + 1] if i + 1 < len(words) else ""
+        ends_run = is_number and not _NUMBER.fullmatch(following)
+        if ends_run and run >= 3 and "and" not in words[i + 1 :]:
+            out.append("and")
+        out.append(word)
+    return out
 
 
 def _units_spelled_out(words: list[str]) -> list[str]:

@@ -6,6 +6,7 @@ import pytest
 from quicksilver.audio.textnorm import int_to_words
 from quicksilver.engine import ChatTemplate, Tokenizer
 from quicksilver.models.reasoner_tiny.corpus import UNITS, number_words, training_items
+from quicksilver.models.reasoner_tiny import normalise
 from quicksilver.models.reasoner_tiny.normalise import LABELS, ONE_OF, normalise_spoken
 
 
@@ -44,6 +45,9 @@ from quicksilver.models.reasoner_tiny.normalise import LABELS, ONE_OF, normalise
         ("Uh, spell banana backwards.", "spell banana backwards"),
         ("three four", "3 4"),
         ("sort 37, eighty, eighteen and 14", "sort 37 80 18 and 14"),  # no 98
+        ("Order 5, 2, 8, 1.", "order 5 2 8 and 1"),  # a list as Whisper may write it
+        ("put twelve, three, forty-five, six in order", "put 12 3 45 and 6 in order"),
+        ("sort 3, 1, 2 for me, and quickly", "sort 3 1 2 for me and quickly"),
         ("Which one is bigger, seventy-four or one?", "which one is bigger 74 or 1"),
         ("the other one", "the other one"),
         ("one of them", "1 of them"),
@@ -68,6 +72,17 @@ def test_no_training_question_carries_a_label_so_the_shipped_build_reads_them_as
     was trained with; it changes nothing that build was trained on."""
     for item in training_items(20_000, seed=5):
         assert not LABELS & set(item.question.lower().replace("?", " ").split()), item
+
+
+def test_a_list_gets_its_and_only_where_training_never_writes_one(monkeypatch):
+    """The "and" before a list's last number is for lists written without it; training's
+    questions (an augmented word perhaps between the list and its "and") read as before,
+    so the shipped build sees them as it was trained."""
+    questions = [item.question for item in training_items(20_000, seed=3)]
+    with_and = [normalise_spoken(question) for question in questions]
+    monkeypatch.setattr(normalise, "_lists_with_and", lambda words: words)
+    assert with_and == [normalise_spoken(question) for question in questions]
+    assert normalise_spoken("order 5, 2, 8, 1") == "order 5 2 8 1"  # the patch took
 
 
 def test_every_number_said_either_way_reads_back_as_its_digits():

@@ -380,6 +380,49 @@ def test_training_says_what_one_unit_is():
     assert held and not any(item.answer.startswith("1 ") for item in held)
 
 
+def test_conversions_are_asked_into_the_bigger_unit_as_well():
+    """ "how many weeks is 21 days" was answered "21 weeks is 147 days.": training only
+    converted into the smaller unit. A share now asks the other way, an exact number of
+    the bigger unit, worked out by the division skill's long division, its amount within
+    the slots' three digits; held-out amounts stay held out in both directions."""
+    sizes = {(small, big): factor for big, small, factor in corpus.UNITS}
+    into_bigger = re.compile(r"(\d+) (\w+?)s? is (\d+) (\w+?)s?\.")
+    seen = set()
+    for held_out in (False, True):
+        items = [corpus.conversion(random.Random(seed), held_out) for seed in range(600)]
+        upward = [item for item in items if item.thinking.startswith("÷")]
+        assert 0.15 < len(upward) / len(items) < 0.35
+        for item in upward:
+            amount, small, n, big = into_bigger.fullmatch(item.answer).groups()
+            factor = sizes[(small, big)]
+            assert int(amount) == int(n) * factor <= 999, item
+            assert item.thinking == f"÷{factor}: {corpus.div_thinking(int(amount), factor)}"
+            assert amount in normalise_spoken(item.question).split(), item
+            key = f"conv:{(corpus.UNITS.index((big, small, factor)), int(n))}"
+            assert corpus.is_held_out(key) == held_out or n == "1", item
+            seen.add((small, big))
+    assert len(seen) == len(corpus.SPLIT_UNITS)
+
+
+def test_every_held_out_phrasing_asks_in_words_training_knows():
+    """A held-out phrasing tests a new frame, not an English word no training item says:
+    with "greater" held out, "is 5 greater than 3" was answered "No", and "which letter
+    does dog begin with" was refused."""
+    families = [
+        [corpus.BIGGER_PHRASES, corpus.SMALLER_PHRASES]
+        + [corpus.IS_BIGGER_PHRASES, corpus.IS_SMALLER_PHRASES],
+        [corpus.FIRST_PHRASES, corpus.LAST_PHRASES],
+    ]
+    asking = {"bigger", "larger", "greater", "higher", "more", "smaller", "less", "lower"}
+    asking |= {"first", "last", "start", "begin", "end", "opening", "final"}
+    for sets in families:
+        trained = corpus.words_in(text for phrases in sets for text in phrases[0])
+        for phrases in sets:
+            for phrasing in phrases[1]:
+                asked = corpus.words_in([phrasing]) & asking
+                assert asked and asked <= trained, phrasing
+
+
 def unit_of(item) -> tuple[str, str, int]:
     source = item.answer.split(" is ")[0].split(" ", 1)[1]
     factor = int(item.thinking.split(":")[0].lstrip("×"))
