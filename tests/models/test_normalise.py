@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from quicksilver.audio.textnorm import int_to_words
 from quicksilver.engine import ChatTemplate, Tokenizer
-from quicksilver.models.reasoner_tiny.corpus import UNITS, number_words, training_items
 from quicksilver.models.reasoner_tiny import normalise
+from quicksilver.models.reasoner_tiny.corpus import UNITS, number_words, training_items
 from quicksilver.models.reasoner_tiny.normalise import LABELS, ONE_OF, normalise_spoken
 
 

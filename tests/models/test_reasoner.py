@@ -408,11 +408,9 @@ def test_every_held_out_phrasing_asks_in_words_training_knows():
     """A held-out phrasing tests a new frame, not an English word no training item says:
     with "greater" held out, "is 5 greater than 3" was answered "No", and "which letter
     does dog begin with" was refused."""
-    families = [
-        [corpus.BIGGER_PHRASES, corpus.SMALLER_PHRASES]
-        + [corpus.IS_BIGGER_PHRASES, corpus.IS_SMALLER_PHRASES],
-        [corpus.FIRST_PHRASES, corpus.LAST_PHRASES],
-    ]
+    comparisons = (corpus.BIGGER_PHRASES, corpus.SMALLER_PHRASES)
+    yes_or_no = (corpus.IS_BIGGER_PHRASES, corpus.IS_SMALLER_PHRASES)
+    families = [[*comparisons, *yes_or_no], [corpus.FIRST_PHRASES, corpus.LAST_PHRASES]]
     asking = {"bigger", "larger", "greater", "higher", "more", "smaller", "less", "lower"}
     asking |= {"first", "last", "start", "begin", "end", "opening", "final"}
     for sets in families:
