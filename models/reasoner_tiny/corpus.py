@@ -227,8 +227,15 @@ def division(rng: random.Random, held_out: bool) -> Item:
 # --------------------------------------------------------------------------- words
 
 
+# Of letter counts, the share that ask how many letters a word has ("how many letters
+# are in elephant"), the count with no letter asked.
+WORD_LENGTH_SHARE = 0.25
+
+
 def letter_count(rng: random.Random, held_out: bool, word: str | None = None) -> Item:
     word = word or _word(rng, held_out)
+    if rng.random() < WORD_LENGTH_SHARE:
+        return _word_length(rng, held_out, word)
     letter = rng.choice(word) if rng.random() < 0.8 else rng.choice("abcdefghijklmnopqrstuvwxyz")
     count, steps = 0, []
     for ch in word:
@@ -243,6 +250,19 @@ def letter_count(rng: random.Random, held_out: bool, word: str | None = None) ->
         answer = f"There are {count} {letter.upper()}'s in {word}."
     return Item(
         "letter count", transcript(question, rng), f"{letter}: {' '.join(steps)} → {count}", answer
+    )
+
+
+def _word_length(rng: random.Random, held_out: bool, word: str) -> Item:
+    """ "how many letters are in elephant": every letter counted, as a letter count
+    counts the asked one (``e1 l2 e3 … t8 → 8``)."""
+    question = _phrase(rng, held_out, LENGTH_PHRASES).format(w=word)
+    counted = " ".join(f"{letter}{n}" for n, letter in enumerate(word, 1))
+    return Item(
+        "letter count",
+        transcript(question, rng),
+        f"letters: {counted} → {len(word)}",
+        f"{word.capitalize()} has {len(word)} letters.",
     )
 
 
@@ -629,6 +649,20 @@ COUNT_PHRASES = (
         "in {w} how many {l}'s are there",
     ],
     ["how many {l}'s are there in {w}", "count the letter {l} in {w}"],
+)
+LENGTH_PHRASES = (
+    [
+        "how many letters are in {w}",
+        "how many letters does {w} have",
+        "how many letters in {w}",
+        "count the letters in {w}",
+        "how long is {w}",
+        "what is the length of {w}",
+        "{w} has how many letters",
+        "give me the number of letters in {w}",
+        "how many letters make up {w}",
+    ],
+    ["how many letters are there in {w}", "tell me how many letters {w} has"],
 )
 SPELL_PHRASES = (
     [
@@ -1028,7 +1062,8 @@ def phrasings() -> list[tuple[list[str], list[str]]]:
     """Every (training phrasings, held-out phrasings) pair of the corpus."""
     by_kind = [*CALENDAR_PHRASES.values(), *CHAT_PHRASES.values()]
     return [
-        *(ADD_PHRASES, SUB_PHRASES, MUL_PHRASES, DIV_PHRASES, COUNT_PHRASES, SPELL_PHRASES),
+        *(ADD_PHRASES, SUB_PHRASES, MUL_PHRASES, DIV_PHRASES, COUNT_PHRASES, LENGTH_PHRASES),
+        SPELL_PHRASES,
         *(BACKWARDS_PHRASES, FIRST_PHRASES, LAST_PHRASES, BIGGER_PHRASES, SMALLER_PHRASES),
         *(IS_BIGGER_PHRASES, IS_SMALLER_PHRASES, ORDER_PHRASES, CONVERT_PHRASES, OUT_OF_SCOPE),
         *by_kind,

@@ -404,6 +404,24 @@ def test_conversions_are_asked_into_the_bigger_unit_as_well():
     assert len(seen) == len(corpus.SPLIT_UNITS)
 
 
+def test_how_many_letters_a_word_has_is_counted_letter_by_letter():
+    """ "how many letters are in the word elephant" was answered "There is 1 E in
+    elephant.": the corpus only counted one asked letter. A share of letter counts now
+    asks a word's length, every letter numbered in the reasoning."""
+    for held_out in (False, True):
+        items = [corpus.letter_count(random.Random(seed), held_out) for seed in range(400)]
+        lengths = [item for item in items if item.thinking.startswith("letters: ")]
+        assert 0.15 < len(lengths) / len(items) < 0.35
+        phrasings = corpus.LENGTH_PHRASES[held_out]
+        for item in lengths:
+            word = item.answer.split(" has ")[0].lower()
+            assert item.answer == f"{word.capitalize()} has {len(word)} letters.", item
+            counted = " ".join(f"{letter}{n}" for n, letter in enumerate(word, 1))
+            assert item.thinking == f"letters: {counted} → {len(word)}", item
+            question = normalise_spoken(item.question)
+            assert any(re.search(p.format(w=word), question) for p in phrasings), item
+
+
 def test_every_held_out_phrasing_asks_in_words_training_knows():
     """A held-out phrasing tests a new frame, not an English word no training item says:
     with "greater" held out, "is 5 greater than 3" was answered "No", and "which letter
