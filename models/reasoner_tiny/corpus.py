@@ -655,7 +655,6 @@ LENGTH_PHRASES = (
         "how many letters are in {w}",
         "how many letters does {w} have",
         "how many letters in {w}",
-        "count the letters in {w}",
         "how long is {w}",
         "what is the length of {w}",
         "{w} has how many letters",
