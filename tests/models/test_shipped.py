@@ -43,6 +43,9 @@ ANSWERS = {
     "which one is bigger seventy-four or 5": "74 is bigger than 5.",  # "one": no number 1
     "put these in order 40, 92, 57 and 85?": "From smallest to largest: 40, 57, 85, 92.",
     "sort 3, 1 and 2": "From smallest to largest: 1, 2, 3.",  # single digits: 2026-12-05
+    "order 5, 2, 8, 1": "From smallest to largest: 1, 2, 5, 8.",  # a list without "and"
+    "is 9 less than 2": "No, 9 is bigger than 2.",  # yes or no about "less"
+    "how many minutes is 180 seconds": "180 seconds is 3 minutes.",  # into the bigger unit
     "what day is it today": "Today is Monday, November 30, 2026.",
     "what date is it": "Today is Monday, November 30, 2026.",  # a held-out phrasing
     "do you know the date": "Today is Monday, November 30, 2026.",
