@@ -68,6 +68,7 @@ def test_a_routed_expert_is_scored_on_the_prompt_it_reads(monkeypatch):
     by_letters = [prompt for engine, prompt in scored if engine is letters]
     assert len(scored) == 4 and len(by_letters) >= 3  # the router sends counts to letters
     assert all(" | ___ ___ ___ ___ | " in p and p.count(" | ") >= 3 for p in by_letters)
-    for prompt in by_letters:  # the letter field holds the asked letter
-        block = prompt.split(" | ___ ___ ___ ___ | ")[1]
-        assert block[0].isalpha() and block[1:4] == " | "
+    for prompt in by_letters:  # the letter field holds the asked letter, if one is asked
+        question, block = prompt.split(" | ___ ___ ___ ___ | ")
+        asked = "_" if " letters " in question else block[0]  # a word's length asks none
+        assert block[0] == asked and (asked == "_" or asked.isalpha()) and block[1:4] == " | "
