@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .normalise import normalise_spoken
-from .slots import operand_slots
+from .slots import operand_slots, without_letter_label
 
 if TYPE_CHECKING:
     from quicksilver.engine import Tokenizer
@@ -54,11 +54,14 @@ class Preparation:
     """Spoken-question normalisation, with or without operand slots (builds made before
     the slots existed read their prompts without them); ``last_words``: the word slots
     take the question's last spelled-out words; ``letter``: the slots hold the letter asked
-    about (``operand_slots``)."""
+    about (``operand_slots``); ``frames``: the asked word and letter stand out from the
+    frame (frame words give way in the word fields, "letter" before a letter is dropped
+    from the question once the slots have read it)."""
 
     slots: bool = True
     last_words: bool = False
     letter: bool = False
+    frames: bool = False
 
     def prepare(
         self, messages: Sequence[dict[str, str]], tokenizer: Tokenizer
@@ -69,7 +72,11 @@ class Preparation:
         ]
         if self.slots:
             question = prepared[-1]["content"]
-            block = operand_slots(question, tokenizer.spells_out, self.last_words, self.letter)
+            block = operand_slots(
+                question, tokenizer.spells_out, self.last_words, self.letter, self.frames
+            )
+            if self.frames:
+                question = without_letter_label(question)
             prepared[-1]["content"] = f"{question} {block}"
         return prepared
 
@@ -80,4 +87,5 @@ class Preparation:
 REASONER_TINY = Preparation()
 REASONER_TINY_2 = Preparation(last_words=True)  # fresh runs since the shipped build
 REASONER_TINY_LETTERS = Preparation(last_words=True, letter=True)  # the letters expert
+REASONER_TINY_LETTERS_2 = Preparation(last_words=True, letter=True, frames=True)
 BEFORE_SLOTS = Preparation(slots=False)

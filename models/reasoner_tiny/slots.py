@@ -21,6 +21,13 @@ one-character field between the numbers and the words (``| ___ ___ ___ ___ | r |
 strawberry__ ____________``), and "letter" only names the operand after it: "count the
 letter x in library" and "how many x's are in library" then end alike, whatever their
 phrasing, and the letter a count starts from sits where attention always finds it.
+
+With ``frames=True`` the letter skills' own frame words ("how *long* is kitten", "which
+letter does kitten *begin* with", "tell me how many letters kitten *has*") take no word
+field while a word that is not one can (a word asked about may be one: "spell number"),
+so the asked word holds the first field whatever the frame; without it, "kitten has how
+many letters" filled both fields with "has" and "letters", and the word was not in the
+block at all.
 """
 
 from __future__ import annotations
@@ -35,6 +42,12 @@ EMPTY = "_"
 # in the word strawberry" asks about "strawberry", never about "word".
 LABEL_WORDS = frozenset({"word", "words"})
 LETTER_LABEL_WORDS = LABEL_WORDS | {"letter", "letters"}
+# The words of the letter skills' training phrasings that a tokenizer spells out (a test
+# keeps the list equal to them): never a held-out phrasing's own word.
+FRAME_WORDS = frozenset(
+    {"begin", "comes", "ends", "final", "give", "has", "hear", "length", "let", "long"}
+    | {"make", "number", "occur", "opening", "read", "reverse", "spelling", "starts", "up"}
+)
 # The asked letter: "r's" ("rs" as Whisper may write it, but not "as", "is", "us"), or
 # the letter after "letter"; failing both, a lone letter that is not the word "a" or "i".
 ASKED_LETTER = (
@@ -46,10 +59,15 @@ ASKED_LETTER = (
 
 
 def operand_slots(
-    question: str, spelled: Callable[[str], bool], last_words: bool = False, letter: bool = False
+    question: str,
+    spelled: Callable[[str], bool],
+    last_words: bool = False,
+    letter: bool = False,
+    frames: bool = False,
 ) -> str:
     """The slot block for a normalised question; ``spelled(word)``: is it spelled out;
-    ``letter``: the block has a field for the letter asked about (see the module's text).
+    ``letter``: the block has a field for the letter asked about; ``frames``: frame words
+    give way to the asked word (see the module's text).
 
     ``last_words``: the word fields take the question's last spelled-out words rather than
     its first. The word asked about comes at the end of nearly every phrasing ("give me
@@ -65,6 +83,8 @@ def operand_slots(
     words = [w for w in re.findall(r"\b[a-z]{2,}\b", question) if spelled(w)]
     labels = LETTER_LABEL_WORDS if letter else LABEL_WORDS
     words = [w for i, w in enumerate(words) if w not in labels or i == len(words) - 1]
+    if frames:
+        words = [w for w in words if w not in FRAME_WORDS | labels] or words
     words = words[-WORD_FIELDS:] if last_words else words[:WORD_FIELDS]
     word_fields = [w.ljust(WORD_WIDTH, EMPTY) for w in words]
     word_fields += [EMPTY * WORD_WIDTH] * (WORD_FIELDS - len(word_fields))
@@ -80,6 +100,13 @@ def asked_letter(question: str) -> str | None:
         if found:
             return found.group(1)
     return None
+
+
+def without_letter_label(question: str) -> str:
+    """``question`` without "letter" before the letter it names ("count the letter r in
+    spider" → "count the r in spider"), so that a count never shares the spelled-out
+    letters of "letter" with "how many letters" and a word's length."""
+    return re.sub(r"\bletter (?=[a-z](?:'?s)?\b)", "", question)
 
 
 def numbers_in(question: str) -> list[str]:

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import pytest
 from quicksilver.engine import ChatTemplate, Tokenizer
+from quicksilver.models.reasoner_tiny import corpus
 from quicksilver.models.reasoner_tiny.normalise import normalise_spoken
-from quicksilver.models.reasoner_tiny.slots import asked_letter, operand_slots, padded
+from quicksilver.models.reasoner_tiny.slots import (
+    FRAME_WORDS,
+    LETTER_LABEL_WORDS,
+    asked_letter,
+    operand_slots,
+    padded,
+    without_letter_label,
+)
 
 WORDS = ["what", " is", " plus", " do", " you", " get", " if", " take", " from", " spell", " to"]
 
@@ -141,3 +149,91 @@ def test_a_run_can_learn_the_letters_preparation_from_the_shipped_weights():
     assert "count the letter x in jumbo | ___ ___ ___ ___ | x | jumbo" in prompt
     with pytest.raises(SystemExit):  # a fresh run reads the recipe's preparation
         main(["--preparation", "reasoner-tiny-letters", "--out", "unused"])
+
+
+LETTER_SKILL_PHRASES = [
+    corpus.COUNT_PHRASES,
+    corpus.LENGTH_PHRASES,
+    corpus.SPELL_PHRASES,
+    corpus.BACKWARDS_PHRASES,
+    corpus.FIRST_PHRASES,
+    corpus.LAST_PHRASES,
+]
+
+
+@pytest.fixture(scope="module")
+def shipped_spelled():
+    from quicksilver.engine import Engine
+    from quicksilver.models import path
+
+    return Engine.load(path("reasoner-tiny")).tokenizer.spells_out
+
+
+def test_frame_words_are_the_spelled_out_words_of_the_letter_skills_training_phrasings(
+    shipped_spelled,
+):
+    """The list is neither short of a training frame word nor holds a word that only a
+    held-out phrasing says (that would tell the slots about phrasings never trained)."""
+    trained = corpus.words_in(
+        text.replace("{w}", "").replace("{l}", "") for phrases in LETTER_SKILL_PHRASES
+        for text in phrases[0]
+    )  # fmt: skip
+    spelled = {word for word in trained if len(word) > 1 and shipped_spelled(word)}
+    assert spelled - LETTER_LABEL_WORDS == FRAME_WORDS
+
+
+@pytest.mark.parametrize("word", ["kitten", "plicker", "strawberry"])
+def test_with_frames_the_asked_word_holds_the_first_field_in_every_letter_phrasing(
+    word, shipped_spelled
+):
+    """Trained and held-out phrasings alike: "how long is kitten", "kitten has how many
+    letters", "which letter does kitten begin with" all end with the word in field one."""
+    from quicksilver.models.reasoner_tiny.normalise import normalise_spoken
+
+    for phrases in LETTER_SKILL_PHRASES:
+        for text in [*phrases[0], *phrases[1]]:
+            question = normalise_spoken(text.format(w=word, l="e"))
+            block = operand_slots(question, shipped_spelled, True, True, frames=True)
+            assert block.endswith(f"| {word.ljust(12, '_')} ____________"), question
+
+
+def test_a_word_asked_about_that_is_a_frame_word_still_takes_a_field():
+    spelled = {"number", "long", "plicker"}.__contains__
+    assert operand_slots("spell number", spelled, True, True, frames=True).endswith(
+        "| number______ ____________"
+    )
+    assert operand_slots("how long is plicker", spelled, True, True, frames=True).endswith(
+        "| plicker_____ ____________"
+    )
+    # without frames the frame word takes the first field, as the shipped expert reads it
+    assert operand_slots("how long is plicker", spelled, True, True).endswith(
+        "| long________ plicker_____"
+    )
+
+
+@pytest.mark.parametrize(
+    ("question", "without"),
+    [
+        ("count the letter r in spider", "count the r in spider"),
+        ("how many letter r's are there in spider", "how many r's are there in spider"),
+        ("does the letter a appear in banana", "does the a appear in banana"),
+        ("how many letters are in spider", "how many letters are in spider"),
+        ("what letter does spider start with", "what letter does spider start with"),
+        ("what is the first letter of spider", "what is the first letter of spider"),
+    ],
+)  # fmt: skip
+def test_letter_is_dropped_only_before_the_letter_it_names(question, without):
+    assert without_letter_label(question) == without
+
+
+def test_the_second_letters_preparation_reads_the_letter_before_dropping_its_label():
+    """ "count the letter a in banana": the field holds "a" (found after "letter"), and
+    the question no longer shares "letter" with "how many letters are in banana"."""
+    from quicksilver.models import path
+    from quicksilver.models.reasoner_tiny.prompt import REASONER_TINY_LETTERS_2
+    from quicksilver.models.reasoner_tiny.train import start_from
+
+    engine = start_from(path("reasoner-tiny"), preparation="reasoner-tiny-letters-2")
+    assert engine.tokenizer.preparation is REASONER_TINY_LETTERS_2
+    prompt = engine.tokenizer.decode(engine.tokenizer.prompt_ids("Count the letter A in banana?"))
+    assert "count the a in banana | ___ ___ ___ ___ | a | banana______ ____________" in prompt
