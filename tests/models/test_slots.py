@@ -188,8 +188,6 @@ def test_with_frames_the_asked_word_holds_the_first_field_in_every_letter_phrasi
 ):
     """Trained and held-out phrasings alike: "how long is kitten", "kitten has how many
     letters", "which letter does kitten begin with" all end with the word in field one."""
-    from quicksilver.models.reasoner_tiny.normalise import normalise_spoken
-
     for phrases in LETTER_SKILL_PHRASES:
         for text in [*phrases[0], *phrases[1]]:
             question = normalise_spoken(text.format(w=word, l="e"))
