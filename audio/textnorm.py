@@ -221,10 +221,16 @@ def normalize_text(text: str) -> str:
 # followed by what fills its zeros is joined; commas (lists: "18, 68 and 31") stop it.
 _HUNDREDS_AND_RE = re.compile(r"(?<![\d.,])([1-9]00)(?: and)? ([1-9]\d?)(?![\d.,]\d|\d)")
 _TENS_UNITS_RE = re.compile(r"(?<![\d.,])(\d*[1-9]0) ([1-9])(?![\d.,]\d|\d)")
+# "one" as a pronoun, which Whisper asked for digits writes as "1" ("which 1 is bigger, 91
+# or 76?"): read as a number it adds one to the question. Only after words that make it a
+# pronoun whatever follows ("the 1" may be a number: "the 1 or the 5").
+_PRONOUN_ONE_RE = re.compile(r"\b(which|each|any|every|this|that) 1\b(?![\d.,]\d)", re.IGNORECASE)
 
 
 def spoken_numbers_to_digits(text: str) -> str:
     """Join the pieces of one spoken number in a transcript: "200 and 5" → "205",
-    "590 7" → "597", "40 2" → "42"; everything else is left as it is."""
+    "590 7" → "597", "40 2" → "42"; write the pronoun "one" back as a word ("which 1 is"
+    → "which one is"); everything else is left as it is."""
+    text = _PRONOUN_ONE_RE.sub(r"\1 one", text)
     text = _HUNDREDS_AND_RE.sub(lambda m: str(int(m[1]) + int(m[2])), text)
     return _TENS_UNITS_RE.sub(lambda m: str(int(m[1]) + int(m[2])), text)

@@ -21,6 +21,7 @@ from quicksilver.assistant.loading import resolve_whisper_model
 from quicksilver.audio.stt import Transcriber
 from quicksilver.audio.synthetic_speech import as_utterance, with_noise
 from quicksilver.audio.textnorm import spoken_numbers_to_digits
+from quicksilver.models.reasoner_tiny.normalise import normalise_spoken
 
 from benchmarks.spoken_set import SPEAKERS
 
@@ -49,8 +50,10 @@ SENTENCES = (
 
 
 def words(text: str) -> list[str]:
-    text = spoken_numbers_to_digits(text.lower().replace("favorite", "favourite"))
-    text = text.replace("color", "colour")
+    """The words compared: as the engine would read them (``normalise_spoken``: lower case,
+    numbers as digits, "seven" and "7" alike), British and American spellings as one."""
+    text = normalise_spoken(spoken_numbers_to_digits(text))
+    text = text.replace("favorite", "favourite").replace("color", "colour")
     return re.findall(r"[a-z0-9']+", text)
 
 

@@ -103,6 +103,7 @@ def options(base: str) -> dict[str, Option]:
         "base": Option(base, old),
         # The shipped defaults on --base (Whisper base, or base with an adapter merged)
         "base-default": Option(base, SttOptions(), questions=True),
+        "base-noprompt": Option(base, replace(SttOptions(), initial_prompt=None), questions=True),
         "base-full": Option(base, replace(old, short_window=False)),
         "base-prompt-join": Option(base, replace(prompt, join_numbers=True)),
         "base-prompt-beam5-join": Option(base, replace(prompt, beam_size=5, join_numbers=True)),

@@ -101,6 +101,10 @@ def test_piper_uses_the_threads_it_is_given():
         ("in 2030 days", "in 2030 days"),
         ("1,200 and 5", "1,200 and 5"),
         ("3.40 5", "3.40 5"),
+        ("Which 1 is bigger 91 or 76 please?", "Which one is bigger 91 or 76 please?"),
+        ("is 5 more than that 1?", "is 5 more than that one?"),
+        ("which 1.5 is bigger", "which 1.5 is bigger"),
+        ("is 1 bigger than the 1 before", "is 1 bigger than the 1 before"),
     ],
 )
 def test_spoken_numbers_are_joined(heard, joined):

@@ -6,6 +6,9 @@ transcript."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -187,6 +190,22 @@ def test_the_merged_model_is_built_once_and_faster_whisper_runs_it(base, tmp_pat
     assert "12 plus" in text  # (tiny.en itself hears "What is 12 plus I?")
 
 
+def test_an_adapter_ships_at_its_strength(base, tmp_path):
+    """``strength`` in adapter.json scales what the merge adds (the shipped one is < 1)."""
+    lora = LoraConfig(rank=4, alpha=8.0, dropout=0.0)
+    adapter = _random_adapter(WhisperDecoder(base, lora))
+    save_file(adapter, str(tmp_path / "adapter.safetensors"))
+    built = {}
+    for strength in (1.0, 0.5):
+        config = tmp_path / f"adapter-{strength}.json"
+        config.write_text(json.dumps({"lora": {"rank": 4, "alpha": 8.0, "strength": strength}}))
+        folder = build_model(bundled_model_path(), tmp_path / "adapter.safetensors", config,
+                             tmp_path / "cache")  # fmt: skip
+        built[strength] = (folder / "model.bin").read_bytes()
+    assert built[0.5] == model_bytes(merge_adapter(base, adapter, 8.0 / 4 * 0.5))
+    assert built[0.5] != built[1.0]
+
+
 def test_a_read_only_cache_falls_back_to_the_temporary_folder(tmp_path, monkeypatch):
     blocked = tmp_path / "file"
     blocked.write_text("a file where the cache folder would be")
@@ -210,6 +229,22 @@ def test_the_shipped_name_loads_the_fine_tuned_model(tmp_path, monkeypatch, espe
     transcriber = load_transcriber("tiny.en-quicksilver", threads=1)
     text = transcriber.transcribe(as_utterance(espeak("What is forty plus two?")))
     assert "40" in text and "2" in text
+
+
+@pytest.mark.parametrize(
+    ("question", "heard_as"),
+    [
+        ("What date will it be in eighteen days?", "what date will it be in 18 days"),
+        ("Calculate four hundred and fifty-five plus seven?", "calculate 455 plus 7"),
+    ],
+)
+def test_the_shipped_model_hears_phrasings_it_never_trained_on(espeak, question, heard_as):
+    """Held-out phrasings ("what date", "calculate" are in no training question): an
+    adapter on the decoder wrote the trained "what day" and "count your"; the shipped
+    encoder adapter leaves tiny.en's decoder, and its English, as they are."""
+    transcriber = load_transcriber("tiny.en-quicksilver", threads=1)
+    heard = transcriber.transcribe(as_utterance(espeak(question)))
+    assert " ".join(re.findall(r"[a-z0-9]+", heard.lower())) == heard_as
 
 
 def test_targets_are_written_as_whisper_writes_numbers():
@@ -282,7 +317,8 @@ def test_a_recipe_adapts_the_whisper_model_it_names_and_keeps_its_clips_apart(tm
     (base / "model.bin").write_bytes(b"")
     assert model_folder(str(base)) == base
     tiny, other = Recipe(), Recipe(whisper=str(base))
-    assert tiny.clip_kind == "encoded" and other.clip_kind != tiny.clip_kind
+    assert tiny.clip_kind == "encoder-below-2" and other.clip_kind != tiny.clip_kind
+    assert Recipe(encoder_layers=0).clip_kind == "encoded"  # a decoder adapter's clips
     stored = tmp_path / "clips.npz"
     write_clips(stored, [(np.zeros((40, 384), np.float16), "Spell cat.", "a")], tiny.clip_kind)
     assert read_clips(stored, tiny.clip_kind)[0][1] == "Spell cat."
