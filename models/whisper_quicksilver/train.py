@@ -9,7 +9,8 @@ decoder writing the question (numbers as digits, after the domain prompt); the i
 encoder the assistant runs computes the blocks below once per clip, in the short window
 it decodes with. The decoder is left alone by default: adapted (``--layers``), it also
 learns the skills' phrasings and writes them for held-out ones ("what date" as "what
-day"). The adapter is what ships (``adapter.safetensors``);
+day"). The adapter is what ships (``adapter.safetensors``, with ``adapter.json``, in whose
+``lora`` section a ``strength`` below 1, chosen on the validation draw, merges less of it);
 :func:`quicksilver.models.whisper_quicksilver.build_model` merges it into the bundled
 model for faster-whisper. ``--base-model`` adapts another CTranslate2 Whisper the same
 way (Whisper base was measured so: BENCHMARKS.md).
