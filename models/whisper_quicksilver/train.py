@@ -65,7 +65,6 @@ ESPEAK_VOICES = (
     "en-gb-x-rp+m1",
 )  # fmt: skip
 PIPER_RATES = (0.8, 0.9, 1.1, 1.35)
-PIPER_SHARE = 0.25
 NOISE_SHARE = 0.5
 
 
@@ -88,6 +87,7 @@ class Recipe:
     random_share: float = 0.15  # clips that say random English words and a number
     swap_share: float = 0.2  # questions with one word swapped for a random one
     word_share: float = 0.0  # letter questions asked about a random English word instead
+    piper_share: float = 0.25  # clips said by Piper (the rest by espeak-ng voices)
     encoder_layers: int = 2  # the encoder's top blocks adapted (0: the decoder only)
     # The Whisper model adapted, whose encoder hears the clips: "tiny.en" (the bundled one)
     # or a CTranslate2 folder (Whisper base; tiny.en with an adapter merged).
@@ -101,9 +101,9 @@ class Recipe:
         return kind if self.whisper == DEFAULT_MODEL else f"{kind} by {self.whisper}"
 
 
-def speaker_for(rng: random.Random) -> Speaker:
+def speaker_for(rng: random.Random, piper_share: float = Recipe.piper_share) -> Speaker:
     """A training speaker: an espeak-ng voice at a random rate and pitch, or Piper."""
-    if rng.random() < PIPER_SHARE:
+    if rng.random() < piper_share:
         rate = rng.choice(PIPER_RATES)
         return Speaker(f"piper {rate}", "piper", "en_US-joe-medium", rate)
     voice = rng.choice(ESPEAK_VOICES)
@@ -212,7 +212,7 @@ def _make_clips(job: tuple[int, int, Recipe]) -> list[tuple[np.ndarray, str, str
     out = []
     for index, item in zip(range(start, stop), items, strict=True):
         rng = random.Random(f"clip:{seed}:{index}")
-        speaker = speaker_for(rng)
+        speaker = speaker_for(rng, recipe.piper_share)
         text = spoken_text(with_any_word(item, rng, recipe).question, rng, recipe)
         audio = as_utterance(speaker.say(text))
         if audio.size < 1600:
@@ -402,6 +402,7 @@ def main() -> None:
                         help="the encoder's top blocks adapted as well (0: none)")  # fmt: skip
     parser.add_argument("--random-share", type=float, default=Recipe.random_share)
     parser.add_argument("--swap-share", type=float, default=Recipe.swap_share)
+    parser.add_argument("--piper-share", type=float, default=Recipe.piper_share)
     parser.add_argument(
         "--word-share", type=float, default=Recipe.word_share,
         help="share of letter questions asked about a random English word",
@@ -416,6 +417,7 @@ def main() -> None:
     recipe = Recipe(clips=args.clips, seed=args.seed, rank=args.rank, learning_rate=args.lr,
                     epochs=args.epochs, random_share=args.random_share,
                     swap_share=args.swap_share, word_share=args.word_share,
+                    piper_share=args.piper_share,
                     layers=tuple(n for n in args.layers.split(",") if n),
                     encoder_layers=args.encoder_layers,
                     whisper=str(args.base_model))  # fmt: skip
