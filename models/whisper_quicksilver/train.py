@@ -399,7 +399,7 @@ def main() -> None:
         "tiny.en with an adapter merged); its encoder hears the clips",
     )  # fmt: skip
     parser.add_argument("--encoder-layers", type=int, default=Recipe.encoder_layers,
-                        help="the encoder's top blocks adapted as well (0: none)")  # fmt: skip
+                        help="the encoder's top blocks adapted (0: the decoder alone)")  # fmt: skip
     parser.add_argument("--random-share", type=float, default=Recipe.random_share)
     parser.add_argument("--swap-share", type=float, default=Recipe.swap_share)
     parser.add_argument("--piper-share", type=float, default=Recipe.piper_share)
