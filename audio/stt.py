@@ -27,8 +27,6 @@ DEFAULT_MODEL = "tiny.en"
 _WHISPER_WINDOW_S = 30.0  # Whisper hears 30 s at a time; longer input is windowed
 _FRAMES_PER_S = 100  # log-Mel frames per second
 _SHORT_MAX_S = 20.0  # clips up to this long may use the short window
-_SHORT_MIN_WINDOW_S = 8.0  # ...which is the clip plus a margin, at least this long
-_SHORT_MARGIN_S = 2.0
 _TOKENS_PER_S = 8  # generous speech token rate; more than this means a decoding loop
 _MAX_COMPRESSION = 2.4  # Whisper's own repetition threshold
 # Whisper reads its prompt as what was said just before the clip, so a prompt in the
@@ -56,6 +54,11 @@ class SttOptions:
     hotwords: str | None = None  # words to favour in a clip, given to Whisper the same way
     without_timestamps: bool = True  # short clips: decode text only (long input needs times)
     short_window: bool = True  # encode short clips without Whisper's 30 s of padding
+    # The short window is the clip plus this margin of silence, at least this long. The
+    # encoder's time grows with the window: at least 4 s rather than 8 s heard as many
+    # questions intact for 0.78x the transcription time (BENCHMARKS.md).
+    window_margin_s: float = 2.0
+    min_window_s: float = 4.0
     join_numbers: bool = True  # "200 and 5" → "205": one spoken number written in pieces
     # With a question model (Transcriber's ``questions``): the beam's best hypotheses
     # (up to beam_size) are rescored, Whisper's mean token log-probability plus this
@@ -139,6 +142,11 @@ class Transcriber:
         self.options = options or SttOptions()
         if self.options.hypotheses < 1:
             raise ValueError(f"hypotheses must be 1 or more, got {self.options.hypotheses}")
+        if self.options.min_window_s <= 0 or self.options.window_margin_s < 0:
+            raise ValueError(
+                "the short window needs min_window_s above 0 and window_margin_s of 0 or more, "
+                f"got {self.options.min_window_s} and {self.options.window_margin_s}"
+            )
         self.questions = questions
         self.device = _resolve_device(device)
         compute_type = compute_type or ("float16" if self.device.startswith("cuda") else "int8")
@@ -386,12 +394,13 @@ class _ShortWindowDecoder:
 
     def features(self, audio: np.ndarray) -> np.ndarray:
         """The clip's log-Mel features (80, frames) in its short window: the clip plus a
-        margin of silence, at least ``_SHORT_MIN_WINDOW_S``."""
+        margin of silence (``SttOptions.window_margin_s``), at least ``min_window_s``."""
         from faster_whisper.audio import pad_or_trim
 
         features = self.model.feature_extractor(audio)[:, :-1]
         duration = audio.size / SAMPLE_RATE
-        window = int(max(_SHORT_MIN_WINDOW_S, duration + _SHORT_MARGIN_S) * _FRAMES_PER_S)
+        seconds = max(self.options.min_window_s, duration + self.options.window_margin_s)
+        window = int(seconds * _FRAMES_PER_S)
         return pad_or_trim(features, min(window, 3000))
 
     def _checked(self, generated: list[int], score: float, cap: int) -> tuple[str, float] | None:

@@ -100,6 +100,20 @@ def options(base: str) -> dict[str, Option]:
         "quicksilver-beam1": Option(
             "tiny.en-quicksilver", replace(SttOptions(), beam_size=1), questions=True
         ),
+        # Other encoder windows than the default (the clip plus a margin, at least N s)
+        **{
+            f"quicksilver-window{name}": Option(
+                "tiny.en-quicksilver",
+                replace(SttOptions(), min_window_s=seconds, window_margin_s=margin),
+                questions=True,
+            )
+            for name, seconds, margin in (
+                ("8", 8.0, 2.0),
+                ("6", 6.0, 2.0),
+                ("5", 5.0, 2.0),
+                ("3-margin1", 3.0, 1.0),
+            )
+        },
         "base": Option(base, old),
         # The shipped defaults on --base (Whisper base, or base with an adapter merged)
         "base-default": Option(base, SttOptions(), questions=True),

@@ -35,6 +35,23 @@ def test_short_window_agrees_with_full_window(transcriber, espeak):
         assert _words(transcriber.transcribe(audio)) == _words(full.transcribe(audio))
 
 
+def test_short_window_length_follows_the_options(espeak):
+    """The encoder reads the clip plus the margin, never less than the minimum: the
+    window is what the encoder's time grows with, so it is a setting, measured in
+    BENCHMARKS.md, and a shorter one must still hear the question."""
+    audio = espeak(QUESTION)
+    seconds = audio.size / RATE
+    for minimum, margin in ((8.0, 2.0), (3.0, 1.0), (1.0, 0.5)):
+        options = SttOptions(min_window_s=minimum, window_margin_s=margin)
+        short = Transcriber(options=options)
+        frames = short.short_window_features(audio).shape[1]
+        assert frames == int(max(minimum, seconds + margin) * 100)
+        assert {"17", "3"} <= digits_in(short.transcribe(audio)), (minimum, margin)
+    for bad in (dict(min_window_s=0.0), dict(window_margin_s=-1.0)):
+        with pytest.raises(ValueError, match="short window"):
+            Transcriber(options=SttOptions(**bad))
+
+
 def test_piper_speech_round_trips(transcriber, voice):
     spoken = voice.speak("The meeting starts at 9:30 tomorrow morning.")
     text = transcriber.transcribe(resample(spoken, voice.sample_rate, RATE)).lower()
