@@ -121,8 +121,12 @@ def test_the_pytorch_encoder_hears_as_ctranslate2_does(base, heard, espeak):
     with torch.no_grad():
         ours = encoder(torch.from_numpy(encoder.frozen(features))[None])[0].numpy()
     assert ours.shape == encoded.shape
-    cosines = _cosines(ours, encoded)  # CTranslate2 runs int8: close, not equal
-    assert np.median(cosines) > 0.995 and cosines.min() > 0.95
+    # CTranslate2 runs int8, whose kernels differ by CPU: close, not equal. On an AVX2-only
+    # CPU one near-silent frame of a few hundred falls to a cosine of 0.86, so the bar is
+    # on the bulk and on the whole: one frame off (a misaligned encoder) errs by 0.3.
+    cosines = _cosines(ours, encoded)
+    assert np.median(cosines) > 0.995 and np.percentile(cosines, 1) > 0.98
+    assert np.linalg.norm(ours - encoded) / np.linalg.norm(encoded) < 0.1
 
 
 def test_an_encoder_adapter_merges_into_ctranslate2s_encoder(base, heard, espeak, tmp_path):
@@ -295,6 +299,7 @@ def test_training_batches_score_the_transcript_and_nothing_else(base):
         scored = tokens[row, 1:][weight[row, :-1].bool()].tolist()
         assert scored[-1] == eot
         assert tokenizer.decode(scored[:-1]).strip() in ("What is 2 plus 2?", "Spell cat.")
+    torch.manual_seed(0)  # the adapter starts at random: unseeded, 1 run in 6 here diverged
     model = WhisperDecoder(base, LoraConfig(rank=4, alpha=8.0, dropout=0.0))
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=1e-2)
