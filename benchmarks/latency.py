@@ -12,11 +12,13 @@ finished, after ``whole_pause_ms`` when only its words are), judged pauses with 
 voice started only after the last step (``voice_ahead`` off), judged pauses with the
 early start at 100 ms of silence, early start with the fixed 500 ms endpoint
 (``semantic_turns`` off), and no early start at all. ``--compete`` runs a CPU-bound
-process beside it all the while (the issue's "competing process"). A question counts as
-intact when its transcript keeps every content word (none was cut at a pause).
+process beside it all the while (the issue's "competing process"); ``--window-s N`` adds
+judged pauses heard with Whisper's short window at least N s long (the default's is
+``SttOptions.min_window_s``). A question counts as intact when its transcript keeps every
+content word (none was cut at a pause).
 
     python -m benchmarks.latency [--steps 16] [--repeats 1] [--questions 12] [--compete]
-    (from the repository root)
+        [--window-s 8]   (from the repository root)
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -42,10 +44,11 @@ from quicksilver.assistant.loading import (
     load_transcriber_for,
     load_turn_model,
     load_voice,
+    resolve_whisper_model,
 )
 from quicksilver.audio.devices import AudioDeviceError
 from quicksilver.audio.resample import resample
-from quicksilver.audio.stt import Transcriber
+from quicksilver.audio.stt import SttOptions, Transcriber
 from quicksilver.audio.tts import Voice
 from quicksilver.audio.turn import SmartTurn
 from quicksilver.audio.vad import FRAME_SAMPLES, SAMPLE_RATE
@@ -152,16 +155,30 @@ class Models:
     voice: Voice
     turn: SmartTurn
     speech: dict[str, np.ndarray] = field(default_factory=dict)
+    transcribers: dict[str, Transcriber] = field(default_factory=dict)  # a mode's own
 
 
-async def one_turn(models: Models, question: str, settings: Settings) -> Turn | None:
+def with_window(transcriber: Transcriber, model: str, seconds: float) -> Transcriber:
+    """The same Whisper, threads and question model, its short window at least ``seconds``."""
+    options = replace(transcriber.options, min_window_s=seconds)
+    return Transcriber(
+        resolve_whisper_model(model),
+        cpu_threads=transcriber.cpu_threads,
+        options=options,
+        questions=transcriber.questions,
+    )
+
+
+async def one_turn(
+    models: Models, question: str, settings: Settings, transcriber: Transcriber | None = None
+) -> Turn | None:
     output = ClockOutput(models.voice.sample_rate)
     source = PacedSource(models.speech[question])
     session = build_session(
         settings,
         Wiring(log=False),
         engine=models.engine,
-        transcriber=models.transcriber,
+        transcriber=transcriber or models.transcriber,
         voice=models.voice,
         microphone=source,
         output=output,
@@ -241,6 +258,10 @@ async def run(args: argparse.Namespace) -> None:
         "early start": Settings(**early, semantic_turns=False),
         "at the endpoint": Settings(steps=args.steps, speculative_ms=0),
     }
+    if args.window_s:
+        label = f"judged, {args.window_s:g} s window"
+        modes = {label: Settings(**early)} | modes
+        models.transcribers[label] = with_window(models.transcriber, args.whisper, args.window_s)
     competitor = None
     if args.compete:
         competitor = subprocess.Popen([sys.executable, "-c", BUSY_UNTIL_ORPHANED, str(os.getpid())])
@@ -275,7 +296,7 @@ async def measure(
     for _ in range(args.repeats):
         for question in questions:
             for label, config in modes.items():  # interleaved: both see the same load
-                turn = await one_turn(models, question, config)
+                turn = await one_turn(models, question, config, models.transcribers.get(label))
                 if turn is None:
                     print(f"  {label}: no spoken answer to {question!r}; not counted")
                     continue
@@ -311,6 +332,11 @@ def main() -> None:
     parser.add_argument(
         "--speaker", choices=("espeak", "piper"), default="espeak",
         help="who asks: espeak-ng at 130 wpm (default) or the Piper voice",
+    )  # fmt: skip
+    parser.add_argument(
+        "--window-s", type=float, default=0.0, metavar="S",
+        help="add judged pauses heard with Whisper's short window at least S seconds long "
+        f"(the default's: {SttOptions.min_window_s:g})",
     )  # fmt: skip
     asyncio.run(run(parser.parse_args()))
 

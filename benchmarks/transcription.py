@@ -102,11 +102,12 @@ def options(base: str) -> dict[str, Option]:
         ),
         # Other encoder windows than the default (the clip plus a margin, at least N s)
         **{
-            f"quicksilver-window{name}": Option(
-                "tiny.en-quicksilver",
+            f"{prefix}-window{name}": Option(
+                model,
                 replace(SttOptions(), min_window_s=seconds, window_margin_s=margin),
                 questions=True,
             )
+            for prefix, model in (("quicksilver", "tiny.en-quicksilver"), ("default", "tiny.en"))
             for name, seconds, margin in (
                 ("8", 8.0, 2.0),
                 ("6", 6.0, 2.0),

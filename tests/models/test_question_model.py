@@ -43,7 +43,11 @@ def test_whisper_hears_the_question_it_was_asked(espeak):
 
     rescoring = Transcriber(cpu_threads=1, questions=load_question_model("bundled"))
     plain = Transcriber(cpu_threads=1)
-    asked = {"what is 12 plus 9": {"12", "9"}, "so tell me zero plus 9": {"0", "9"}}
+    asked = {
+        "tell me 12 plus 9": {"12", "9"},
+        "what is 2 plus 9": {"2", "9"},
+        "so tell me zero plus 9": {"0", "9"},
+    }
     heard = {}
     for question, numbers in asked.items():
         audio = np.concatenate([silence(0.3), espeak(question), silence(0.15)])
