@@ -44,7 +44,6 @@ from quicksilver.assistant.loading import (
     load_transcriber_for,
     load_turn_model,
     load_voice,
-    resolve_whisper_model,
 )
 from quicksilver.audio.devices import AudioDeviceError
 from quicksilver.audio.resample import resample
@@ -158,11 +157,11 @@ class Models:
     transcribers: dict[str, Transcriber] = field(default_factory=dict)  # a mode's own
 
 
-def with_window(transcriber: Transcriber, model: str, seconds: float) -> Transcriber:
+def with_window(transcriber: Transcriber, seconds: float) -> Transcriber:
     """The same Whisper, threads and question model, its short window at least ``seconds``."""
     options = replace(transcriber.options, min_window_s=seconds)
     return Transcriber(
-        resolve_whisper_model(model),
+        transcriber.model_name,
         cpu_threads=transcriber.cpu_threads,
         options=options,
         questions=transcriber.questions,
@@ -261,7 +260,7 @@ async def run(args: argparse.Namespace) -> None:
     if args.window_s:
         label = f"judged, {args.window_s:g} s window"
         modes = {label: Settings(**early)} | modes
-        models.transcribers[label] = with_window(models.transcriber, args.whisper, args.window_s)
+        models.transcribers[label] = with_window(models.transcriber, args.window_s)
     competitor = None
     if args.compete:
         competitor = subprocess.Popen([sys.executable, "-c", BUSY_UNTIL_ORPHANED, str(os.getpid())])
