@@ -8,7 +8,8 @@ choice does at each weight, and the decoding time beside the first width's, ever
 hearing every clip in turn.
 
     python -m benchmarks.hypotheses [--per-skill 3] [--seed 7] [--beams 5,10,20]
-        [--weights 0.05,0.1,0.2] [--threads 1]   (from the repository root)
+        [--weights 0.05,0.1,0.2] [--threads 1] [--whisper tiny.en-quicksilver]
+        (from the repository root)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 from collections import Counter
 from dataclasses import replace
 
-from quicksilver.assistant.loading import load_question_model
+from quicksilver.assistant.loading import load_question_model, resolve_whisper_model
 from quicksilver.audio.stt import SttOptions, Transcriber
 from quicksilver.audio.synthetic_speech import as_utterance, with_noise
 from quicksilver.audio.textnorm import spoken_numbers_to_digits
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> str:
     questions_model = load_question_model("bundled")
     transcribers = {
         beam: Transcriber(
-            "tiny.en",
+            resolve_whisper_model(args.whisper),
             device="cpu",
             cpu_threads=args.threads,
             options=replace(SttOptions(), beam_size=beam, hypotheses=beam),
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> str:
         cells = [intact[beam][key] / clips for key in ["first", *weights, "any"]]
         ratio = statistics.median(seconds[beam]) / reference
         lines.append(f"| {beam} | " + " | ".join(f"{c:.1%}" for c in cells) + f" | {ratio:.2f} |")
-    return f"{clips} clips, seed {args.seed}\n" + "\n".join(lines)
+    return f"{clips} clips, seed {args.seed}, {args.whisper}\n" + "\n".join(lines)
 
 
 def main() -> None:
@@ -90,6 +91,9 @@ def main() -> None:
     parser.add_argument("--beams", default="5,10,20", help="comma-separated beam widths")
     parser.add_argument("--weights", default="0.05,0.1,0.2", help="question model weights")
     parser.add_argument("--threads", type=int, default=1, help="Whisper's CPU threads")
+    parser.add_argument(
+        "--whisper", default="tiny.en-quicksilver", help="Whisper model (name or folder)"
+    )
     args = parser.parse_args()
     args.beams = [int(b) for b in args.beams.split(",")]
     args.weights = [float(w) for w in args.weights.split(",")]
