@@ -499,32 +499,6 @@ def step_days(today: dt.date, n: int) -> str:
     return f"{weekdays}; {' '.join(steps)}"
 
 
-def step_days_back(today: dt.date, n: int) -> str:
-    """Reasoning for today - n days, the mirror of :func:`step_days`.
-
-    The weekday: the days before today named one by one. The date: while n would reach
-    past the month's first, the month before's length added in columns and that month
-    named; then n taken off in columns::
-
-        monday-1 sunday; 01+30: 1+0+0=01 0+3+0=03 → 31 nov 31-01: 1-1-0=00 3-0-0=03 → 30
-    """
-    weekday = today.weekday()
-    earlier_days = [DAYS[(weekday - k) % 7].lower() for k in range(1, n % 7 + 1)]
-    weekdays = " ".join([f"{DAYS[weekday].lower()}-{n % 7}", *earlier_days])
-    day, month, year = today.day, today.month, today.year
-    steps = []
-    while day <= n:
-        month, year = (12, year - 1) if month == 1 else (month - 1, year)
-        length = calendar.monthrange(year, month)[1]
-        earlier_month = MONTHS[month - 1].lower()[:3]
-        steps.append(
-            f"{day:02d}+{length}: {add_columns(day, length, 2)} → {day + length} {earlier_month}"
-        )
-        day += length
-    steps.append(f"{day:02d}-{n:02d}: {sub_columns(day, n, 2)} → {day - n}")
-    return f"{weekdays}; {' '.join(steps)}"
-
-
 # "Today" is any day of the century a user's clock may say; years, months and leap days
 # all vary, so the model learns to read the date it is told rather than a few years.
 FIRST_DAY, LAST_DAY = dt.date(2000, 1, 1), dt.date(2099, 12, 31)
@@ -541,15 +515,8 @@ def calendar_item(rng: random.Random, held_out: bool) -> Item:
     today, n = _today(rng, held_out), rng.randint(2, 40)
     context = date_context(today)
     kind = rng.choice(["weekday", "date", "tomorrow", "in"])
-    question = _phrase(rng, held_out, CALENDAR_PHRASES[kind]).format(n=spoken(n, rng))
-    # Half the days-after-today questions ask for yesterday instead. That choice and its
-    # phrasing come from a stream of their own, so the main stream draws what it drew
-    # before yesterday was asked, and every other skill's items (held-out draws and the
-    # spoken set the transcription figures were measured on) stay as they were.
-    looking_back = random.Random(f"yesterday:{today}:{n}:{held_out}")
-    if kind == "tomorrow" and looking_back.random() < 0.5:
-        kind = "yesterday"
-        question = _phrase(looking_back, held_out, CALENDAR_PHRASES[kind])
+    phrases = CALENDAR_PHRASES[kind]
+    question = _phrase(rng, held_out, phrases).format(n=spoken(n, rng))
     weekday, month = DAYS[today.weekday()], MONTHS[today.month - 1]
     today_words = f"today {weekday.lower()} {today.day} {month.lower()} {today.year}"
     if kind in ("weekday", "date"):
@@ -558,11 +525,6 @@ def calendar_item(rng: random.Random, held_out: bool) -> Item:
         # the question used, so "what date is it" is never told the weekday alone
         answer = f"Today is {spoken_date(today)}."
         return Item("calendar", transcript(question, rng), today_words, answer, context)
-    if kind == "yesterday":
-        earlier = today - dt.timedelta(days=1)
-        thinking = f"{today_words}; -1: {step_days_back(today, 1)}"
-        answer = f"Yesterday was {spoken_date(earlier)}."
-        return Item("calendar", transcript(question, rng), thinking, answer, context)
     days = 1 if kind == "tomorrow" else n
     later = today + dt.timedelta(days=days)
     thinking = f"{today_words}; +{days}: {step_days(today, days)}"
@@ -871,19 +833,6 @@ TOMORROW_PHRASES = (
     ],
     ["what will tomorrow be", "which day is tomorrow"],
 )
-YESTERDAY_PHRASES = (
-    [
-        "what day was it yesterday",
-        "what was yesterday's date",
-        "what was the date yesterday",
-        "what day was yesterday",
-        "yesterday was what day",
-        "what day came before today",
-        "what was the day before today",
-        "give me yesterday's date",
-    ],
-    ["what was yesterday", "which day was yesterday"],
-)
 IN_DAYS_PHRASES = (
     [
         "what day will it be in {n} days",
@@ -901,7 +850,6 @@ CALENDAR_PHRASES = {
     "weekday": WEEKDAY_PHRASES,
     "date": DATE_PHRASES,
     "tomorrow": TOMORROW_PHRASES,
-    "yesterday": YESTERDAY_PHRASES,
     "in": IN_DAYS_PHRASES,
 }
 CHAT_PHRASES = {

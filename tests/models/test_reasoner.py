@@ -485,55 +485,6 @@ def test_calendar_reasoning_reaches_the_date_in_small_checked_steps():
         assert last[1:] == ([month] if later.month != today.month else [])
 
 
-def test_yesterday_reasoning_steps_back_in_the_same_checked_steps():
-    """Looking back mirrors looking ahead: the weekdays before today one by one, the
-    month before's length added when the day would fall before the first (a year's
-    first day reaches back into December), then the days taken off in columns; the last
-    weekday and day named are the answer's."""
-    rng, span = random.Random(5), (corpus.LAST_DAY - corpus.FIRST_DAY).days
-    starts = [dt.date(2026, 1, 1), dt.date(2024, 3, 1), dt.date(2023, 3, 1)]
-    days = starts + [corpus.FIRST_DAY + dt.timedelta(days=rng.randint(1, span)) for _ in range(300)]
-    for today, n in [(day, 1) for day in days] + [(day, rng.randint(2, 40)) for day in days[3:]]:
-        earlier = today - dt.timedelta(days=n)
-        weekdays, dates = corpus.step_days_back(today, n).split("; ")
-        start, *named = weekdays.split()
-        assert start == f"{corpus.DAYS[today.weekday()].lower()}-{n % 7}" and len(named) == n % 7
-        chain = [start.split("-")[0], *named]
-        for later, day in zip(chain, named, strict=False):
-            assert corpus.DAYS.index(day.title()) == (corpus.DAYS.index(later.title()) - 1) % 7
-        assert chain[-1] == corpus.DAYS[earlier.weekday()].lower()
-        for x, op, y, c, result in re.findall(r"(\d)([+-])(\d)[+-](\d)=(\d\d)", dates):
-            x, y, c, high, low = int(x), int(y), int(c), int(result[0]), int(result[1])
-            assert (x + y + c == 10 * high + low) if op == "+" else (x - y - c == low - 10 * high)
-        assert int(dates.split("→ ")[-1]) == earlier.day
-        months = re.findall(r"→ \d+ ([a-z]{3})", dates)
-        month = corpus.MONTHS[earlier.month - 1].lower()[:3]
-        assert months[-1:] == ([month] if earlier.month != today.month else [])
-    assert corpus.step_days_back(dt.date(2026, 1, 1), 1).endswith(
-        "→ 32 dec 32-01: 2-1-0=01 3-0-0=03 → 31"
-    )
-
-
-def test_some_days_after_today_questions_ask_for_yesterday():
-    """In training and held out alike, in their own phrasings, answered with the day
-    before today's date."""
-    for held_out in (False, True):
-        rng = random.Random(9)
-        items = [corpus.calendar_item(rng, held_out) for _ in range(300)]
-        yesterday = [item for item in items if item.answer.startswith("Yesterday was ")]
-        tomorrow = [item for item in items if item.answer.startswith("Tomorrow is ")]
-        assert 0.3 < len(yesterday) / (len(yesterday) + len(tomorrow)) < 0.7
-        trained, held = corpus.YESTERDAY_PHRASES
-        for item in yesterday:
-            asked = normalise_spoken(item.question).lower()
-            assert any(phrase in asked for phrase in (held if held_out else trained)), asked
-            today = dt.datetime.strptime(
-                " ".join(item.thinking.split(";")[0].split()[2:]), "%d %B %Y"
-            )
-            day = (today - dt.timedelta(days=1)).date()
-            assert item.answer == f"Yesterday was {corpus.spoken_date(day)}."
-
-
 def first_pass_accuracy(engine: Engine, items: list) -> float:
     """The share of reply tokens the model gets right from the prompt alone: one pass over
     a fully masked canvas (its first denoising step, with nothing committed yet)."""
@@ -557,9 +508,8 @@ def test_reduced_training_generalises_to_held_out_phrasings():
     held-out questions (phrasings and topics it never saw) far better than an untrained
     one. Whole exact replies need more training than CI should pay for (2 of 20 after
     300 steps, 6 to 9 by 450, and the count swings with the thread count's rounding),
-    so the check is on the tokens of the first pass: measured 14% to 34% after 120
-    steps against 0% to 2% untrained (the fresh tokenizer, counted on the corpus, moves
-    with it), and the loss down to a fifth.
+    so the check is on the tokens of the first pass: measured 14% after 120 steps
+    against 0% untrained, and the loss down to a fifth.
     """
     skills = ["conversation", "out of scope"]
     shape = dict(d_model=128, n_layers=2, n_heads=4, max_seq_len=256)
@@ -569,7 +519,7 @@ def test_reduced_training_generalises_to_held_out_phrasings():
     config = TrainConfig(steps=120, batch_size=32, lr=3e-3, warmup_steps=20, progress=False)
     result = train(engine, examples(4000, seed=0, skills=skills), config)
     after = first_pass_accuracy(engine, items)
-    assert before < 0.05 and after > max(0.07, 3 * before), (before, after)
+    assert before < 0.01 and after > 0.07, (before, after)
     assert sum(result.losses[-20:]) < 0.35 * sum(result.losses[:20])
 
 
