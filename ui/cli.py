@@ -49,6 +49,7 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     import json
 
     from quicksilver.engine import Engine
+    from quicksilver.engine.machine import describe
     from quicksilver.models.reasoner_tiny.evaluate import evaluate, left_to_right
 
     if args.per_skill < 1:
@@ -70,7 +71,7 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     ]
     in_order = left_to_right(engine, args.per_skill) if args.in_order else None
     if args.json:
-        figures = [r.to_dict() for r in results]
+        figures = [{**r.to_dict(), "machine": describe(engine.device)} for r in results]
         for entry in figures if in_order else ():
             entry["in_reading_order"] = {skill: round(v, 4) for skill, v in in_order.items()}
         print(json.dumps(figures, indent=2))
@@ -83,6 +84,7 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
             row += f"{in_order[score.skill]:>10.0%} "
         print(f"{score.skill:<20}{row}")
     print(f"{'p50 latency':<20}" + "".join(f"{r.p50_ms:>8.0f} ms" for r in results))
+    print(f"{'measured on':<20}{describe(engine.device)}")
     if args.show_misses:
         _print_misses(results[0])
     return 0

@@ -44,6 +44,7 @@ import torch
 from quicksilver.engine import Answer, Engine, RoutedEngine, SamplerConfig
 from quicksilver.engine.api import ROUTING_FILE
 from quicksilver.engine.checkpoints import update_config
+from quicksilver.engine.machine import describe_cpu
 from quicksilver.engine.routing import Routing
 from quicksilver.models import BUNDLED, SHIPPED
 
@@ -260,6 +261,7 @@ def accuracy_fields(
         "misses": misses(at_16),
         "below_target": ", ".join(s.skill for s in at_16.scores if s.accuracy < TARGET) or "none",
         "unsure": unsure,
+        "machine": describe_cpu(),  # the ship measures on the CPU
     }
 
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from quicksilver.engine.machine import describe_cpu
 from quicksilver.models.reasoner_tiny.evaluate import FRAME, VALUE, evaluate, miss_kind
 from quicksilver.models.reasoner_tiny.train import build_engine
 
@@ -47,6 +48,7 @@ def test_show_misses_prints_each_skills_wrong_answers_by_kind():
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "wrong answers at 1 steps, by kind" in result.stdout
+    assert f"measured on         {describe_cpu()}" in result.stdout  # beside the latency
     kinds = re.findall(r"^\[[a-z/ ]+\] 1 of 1: 1 (another frame|wrong value)$", result.stdout, re.M)
     examples = re.findall(r"^    .+: wanted .+, got .+ \((another frame|wrong value)\)$",
                           result.stdout, re.M)  # fmt: skip

@@ -10,6 +10,7 @@ import pytest
 import safetensors.torch
 import torch
 from quicksilver.engine import Engine, RoutedEngine, SamplerConfig
+from quicksilver.engine.machine import describe_cpu
 from quicksilver.models.reasoner_tiny import router, ship
 from quicksilver.models.reasoner_tiny.corpus import SKILLS
 from quicksilver.models.reasoner_tiny.evaluate import evaluate
@@ -46,6 +47,7 @@ def test_ship_writes_fp16_weights_and_a_card_of_measured_figures(tmp_path, capsy
     for skill in SKILLS:
         assert f"| {skill} |" in card
     assert "| latency p50 / p90 (ms) |" in card
+    assert f"latency per answer on\n{describe_cpu()}, one thread" in card  # which machine
     assert "## When it is not sure" in card and "| **all** |" in card
     assert "sampler:" in capsys.readouterr().out
     assert "| forward passes per answer |" not in card  # a routed card's row

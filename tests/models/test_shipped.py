@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from quicksilver.engine import Engine
+from quicksilver.engine.machine import describe_cpu
 from quicksilver.engine.routing import RoutedEngine
 from quicksilver.models import BUNDLED, bundled
 from quicksilver.models.reasoner_tiny.corpus import ABILITIES, CHAT, REFUSAL, held_out_set
@@ -138,6 +139,7 @@ def test_eval_json_reports_every_skill_with_and_without_an_earlier_exchange():
     assert (single["trained_phrasings"], follow_up["trained_phrasings"]) == (False, True)
     assert set(single["in_reading_order"]) == set(held_out_set(1))
     assert "in_reading_order" not in follow_up
+    assert single["machine"] == follow_up["machine"] == describe_cpu()
     for figures in (single, follow_up):
         assert figures["steps"] == 8
         assert set(figures["accuracy"]) == set(held_out_set(1))
