@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import platform
 import statistics
 import sys
 import threading
@@ -50,6 +49,7 @@ sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).pa
 
 import torch  # noqa: E402
 from quicksilver.engine import Engine, ModelConfig, Scheduler, Tokenizer  # noqa: E402
+from quicksilver.engine.machine import describe  # noqa: E402
 from quicksilver.engine.model import KVCache, Transformer  # noqa: E402
 from quicksilver.engine.sampler import CanvasCache  # noqa: E402
 
@@ -590,7 +590,7 @@ def main(argv: list[str] | None = None) -> None:
         del engine
         if gpu:
             torch.cuda.empty_cache()
-    where = torch.cuda.get_device_name() if gpu else platform.processor() or platform.machine()
+    where = describe("cuda" if gpu else "cpu")
     header = (
         f"Engine benchmark: {args.device} ({where}), {str(dtype).removeprefix('torch.')}, "
         f"torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s); prompt "
