@@ -70,8 +70,9 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
         for steps in budgets
     ]
     in_order = left_to_right(engine, args.per_skill) if args.in_order else None
+    machine = describe(engine.device)  # the latency's context
     if args.json:
-        figures = [{**r.to_dict(), "machine": describe(engine.device)} for r in results]
+        figures = [{**r.to_dict(), "machine": machine} for r in results]
         for entry in figures if in_order else ():
             entry["in_reading_order"] = {skill: round(v, 4) for skill, v in in_order.items()}
         print(json.dumps(figures, indent=2))
@@ -84,7 +85,7 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
             row += f"{in_order[score.skill]:>10.0%} "
         print(f"{score.skill:<20}{row}")
     print(f"{'p50 latency':<20}" + "".join(f"{r.p50_ms:>8.0f} ms" for r in results))
-    print(f"{'measured on':<20}{describe(engine.device)}")
+    print(f"{'measured on':<20}{machine}")
     if args.show_misses:
         _print_misses(results[0])
     return 0

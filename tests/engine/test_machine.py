@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import sys
 
-from quicksilver.engine.machine import describe, describe_cpu
+import pytest
+import torch
+from quicksilver.engine import machine
+from quicksilver.engine.machine import describe, describe_cpu, usable_cores
 
 XEON = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -36,10 +40,31 @@ def test_the_widest_vector_instructions_and_any_matrix_unit_are_named():
     assert describe_cpu("", cores=2).endswith(", 2 cores")  # nothing known but the cores
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/cpuinfo, Linux only")
 def test_this_machine_is_described_by_its_own_processor_and_usable_cores():
-    cores = len(os.sched_getaffinity(0))
-    assert describe("cpu") == describe_cpu()
-    assert f", {cores} core" in describe_cpu()
     with open("/proc/cpuinfo") as cpuinfo:
         names = [line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")]
-    assert not names or describe_cpu().startswith(names[0])
+    described = describe_cpu()
+    assert described.startswith(names[0] if names else describe_cpu(""))
+    assert f", {usable_cores()} core" in described
+    assert 1 <= usable_cores() <= len(os.sched_getaffinity(0))
+
+
+def test_a_cgroup_quota_caps_the_cores_and_missing_files_fall_back(monkeypatch):
+    files = {"/sys/fs/cgroup/cpu.max": "150000 100000\n"}  # 1.5 CPUs of quota: 2 cores
+    monkeypatch.setattr(machine, "_read", lambda path: files.get(path, ""))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert usable_cores() == 2
+    files["/sys/fs/cgroup/cpu.max"] = "max 100000\n"  # no quota: the affinity
+    assert usable_cores() == 64
+    monkeypatch.delattr(os, "sched_getaffinity")  # not on Linux: every core
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert usable_cores() == 8
+    assert describe_cpu().endswith(", 8 cores")  # no /proc/cpuinfo to read: no name, no flags
+    assert machine._read("/nonexistent/cpuinfo") == ""
+
+
+def test_a_gpu_is_named_by_cuda_and_anything_else_as_the_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
+    assert describe("cuda") == "NVIDIA H100 80GB HBM3"  # named by the driver, no CUDA needed here
+    assert describe(torch.device("cpu")) == describe_cpu()

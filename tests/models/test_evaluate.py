@@ -43,7 +43,7 @@ def test_every_miss_is_counted_by_kind_not_only_the_few_kept():
 def test_show_misses_prints_each_skills_wrong_answers_by_kind():
     result = subprocess.run(
         [sys.executable, "-m", "quicksilver.ui.cli", "eval", "--per-skill", "1", "--steps", "1",
-         "--show-misses"],
+         "--show-misses", "--device", "cpu"],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

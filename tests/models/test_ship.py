@@ -186,6 +186,7 @@ def test_a_routed_build_is_measured_whole_and_shipped_where_it_lies(routed_build
     assert card.startswith("# routed\n\nplain with a router in front")
     assert "`quicksilver ask --model routed` answers with it; the default is" in card
     assert "| `..` (default) | plain ([its card](../MODEL_CARD.md)):" in card
+    assert f"latency per answer on\n{describe_cpu()}, one thread" in card  # which machine
     lines = card.splitlines()
     headers = [line for line in lines if line.startswith("| skill |")]
     assert headers[:2] == [

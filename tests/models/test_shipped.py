@@ -134,7 +134,8 @@ def test_eval_json_reports_every_skill_with_and_without_an_earlier_exchange():
         (figures,) = json.loads(result.stdout)
         return figures
 
-    single, follow_up = run("--in-order"), run("--follow-up", "--trained-phrasings")
+    single = run("--in-order", "--device", "cpu")
+    follow_up = run("--follow-up", "--trained-phrasings", "--device", "cpu")
     assert (single["follow_up"], follow_up["follow_up"]) == (False, True)
     assert (single["trained_phrasings"], follow_up["trained_phrasings"]) == (False, True)
     assert set(single["in_reading_order"]) == set(held_out_set(1))
