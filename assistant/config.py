@@ -111,19 +111,29 @@ LIVE_SETTINGS = frozenset(
 
 def thread_budget(threads: int = 0) -> int:
     """CPU threads for each of Whisper, Piper and the engine: ``threads``, or for 0 half the
-    cores. Each library alone takes a thread per core; in one process, with speculation
-    overlapping the stages and any other program running, they preempt one another (an
-    answer took 4-15 s instead of 0.3 s on 2 busy cores), so each gets a share."""
-    return threads or max(1, (os.cpu_count() or 1) // 2)
+    cores this process may use. Each library alone takes a thread per core; in one process,
+    with speculation overlapping the stages and any other program running, they preempt one
+    another (an answer took 4-15 s instead of 0.3 s on 2 busy cores), so each gets a share.
+    The cores are counted as :func:`_usable_cores` counts them, not the host's: a container
+    limited to 2 CPUs on a 64-core host gets 1 thread each, not 32."""
+    return threads or max(1, _usable_cores() // 2)
 
 
 def voice_thread_budget(threads: int = 0) -> int:
-    """CPU threads for Piper: ``threads``, or for 0 every core. Piper mostly speaks once
-    Whisper and the engine are done with the question (its first piece may overlap the
-    last denoising steps), and its idle workers sleep rather than spin, so it can take
-    the whole CPU: its first sentence came 30% sooner on 2 cores
+    """CPU threads for Piper: ``threads``, or for 0 every core this process may use. Piper
+    mostly speaks once Whisper and the engine are done with the question (its first piece
+    may overlap the last denoising steps), and its idle workers sleep rather than spin, so
+    it can take the whole CPU: its first sentence came 30% sooner on 2 cores
     (BENCHMARKS.md, "Assistant: voice-to-voice latency")."""
-    return threads or max(1, os.cpu_count() or 1)
+    return threads or _usable_cores()
+
+
+def _usable_cores() -> int:
+    """:func:`quicksilver.engine.machine.usable_cores`, imported only when a budget is
+    worked out: the engine package loads torch, which settings alone never need."""
+    from quicksilver.engine.machine import usable_cores
+
+    return usable_cores()
 
 
 FIELD_TYPES: dict[str, Any] = typing.get_type_hints(Settings)
