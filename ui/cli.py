@@ -132,6 +132,10 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             "steps": answer.steps,
             "forward_passes": answer.forward_passes,
             "latency_ms": round(answer.latency_s * 1000, 2),
+            # how sure the model was of its answer, and the level under which the
+            # assistant says it is not sure instead (null: the model has measured none)
+            "confidence": round(answer.confidence, 4),
+            "unsure_below": engine.unsure_below,
         }
         if answer.expert is not None:  # a routed checkpoint: who answered, the router's cost
             figures |= {"expert": answer.expert, "router_passes": answer.router_passes}
@@ -144,6 +148,13 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
         print(
             "quicksilver: the model wrote no spoken answer; ask it another way, or give it "
             "more --steps (--show-thinking shows what it worked out)",
+            file=sys.stderr,
+        )
+    elif engine.unsure_below is not None and answer.confidence < engine.unsure_below:
+        print(
+            f"quicksilver: the model was unsure of this answer (confidence "
+            f"{answer.confidence:.2f}, below its {engine.unsure_below:.2f}), and the assistant "
+            "would say it is not sure instead; check it, or ask it another way",
             file=sys.stderr,
         )
     return 0

@@ -67,7 +67,9 @@ def test_ask_json_has_the_answer_and_its_cost(checkpoint):
     )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert set(data) == {"answer", "thinking", "steps", "forward_passes", "latency_ms"}
+    figures = {"answer", "thinking", "steps", "forward_passes", "latency_ms", "confidence"}
+    assert set(data) == figures | {"unsure_below"}
+    assert 0 < data["confidence"] <= 1 and data["unsure_below"] is None  # measured none
     assert data["answer"] == MEMORISED[0].answer
     assert data["thinking"] == MEMORISED[0].thinking
     assert data["forward_passes"] == data["steps"] == 8

@@ -112,11 +112,24 @@ def test_ask_json_with_the_shipped_model():
     )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    figures = {"answer", "thinking", "steps", "forward_passes", "latency_ms"}
-    assert set(data) == figures | {"expert", "router_passes"}
+    figures = {"answer", "thinking", "steps", "forward_passes", "latency_ms", "confidence"}
+    assert set(data) == figures | {"unsure_below", "expert", "router_passes"}
     assert data["steps"] == 16 and data["expert"] == "default" and data["router_passes"] == 1
     assert data["forward_passes"] == data["steps"] + data["router_passes"]
     assert data["answer"] == ABILITIES
+    assert data["confidence"] >= data["unsure_below"] > 0  # the shipped build measured one
+
+
+@pytest.mark.parametrize(("question", "doubted"), [("what is 2 plus 2", False),
+                                                   ("what is 78 times 59", True)])  # fmt: skip
+def test_ask_prints_the_answer_and_says_when_the_model_doubted_it(question, doubted):
+    """``ask`` prints what the model wrote either way (scripts read it); on stderr it says
+    that the assistant would have said it was not sure instead."""
+    result = subprocess.run([*QUICKSILVER, "ask", question], capture_output=True, text=True,
+                            timeout=120, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(question.removeprefix("what is ").split()[0])
+    assert ("model was unsure of this answer" in result.stderr) is doubted, result.stderr
 
 
 def test_eval_json_reports_every_skill_with_and_without_an_earlier_exchange():
