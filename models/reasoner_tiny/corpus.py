@@ -517,6 +517,16 @@ def calendar_item(rng: random.Random, held_out: bool) -> Item:
     kind = rng.choice(["weekday", "date", "tomorrow", "in"])
     phrases = CALENDAR_PHRASES[kind]
     question = _phrase(rng, held_out, phrases).format(n=spoken(n, rng))
+    # Some questions about today (ANOTHER_DAY_SHARE) ask about a day the reasoning cannot
+    # reach (yesterday, a holiday, days ago) and are declined. That choice and its phrasing
+    # come from a stream of their own, so the main stream draws what it drew before, and
+    # every other held-out item (validation and report draws, the spoken set) stays.
+    elsewhere = random.Random(f"another day:{today}:{n}:{held_out}")
+    if kind in ("weekday", "date") and elsewhere.random() < ANOTHER_DAY_SHARE:
+        question = _phrase(elsewhere, held_out, ANOTHER_DAY_PHRASES).format(
+            n=spoken(n, elsewhere), holiday=elsewhere.choice(HOLIDAYS)
+        )
+        return Item("calendar", transcript(question, rng), "another day", ANOTHER_DAY, context)
     weekday, month = DAYS[today.weekday()], MONTHS[today.month - 1]
     today_words = f"today {weekday.lower()} {today.day} {month.lower()} {today.year}"
     if kind in ("weekday", "date"):
@@ -534,6 +544,13 @@ def calendar_item(rng: random.Random, held_out: bool) -> Item:
         else f"In {days} days it will be {spoken_date(later)}."
     )
     return Item("calendar", transcript(question, rng), thinking, answer, context)
+
+
+# Said for a day before today or a named day: the reasoning reaches only today and the days
+# after it, and a fluent wrong date is worse than saying so
+ANOTHER_DAY = "Sorry, I can tell today's date and the days after it, not that one yet."
+ANOTHER_DAY_SHARE = 0.25  # of the questions about today
+HOLIDAYS = ("christmas", "new year's day", "easter", "halloween", "my birthday", "thanksgiving")
 
 
 # --------------------------------------------------------------------------- conversation
@@ -805,6 +822,9 @@ WEEKDAY_PHRASES = (
         "what day are we on",
         "today is what day",
         "what day of the week are we on",
+        "what weekday is it",
+        "what month is it",
+        "what month are we in",
     ],
     ["which day is it today", "do you know what day it is"],
 )
@@ -817,6 +837,9 @@ DATE_PHRASES = (
         "what's the date",
         "today's date please",
         "give me today's date",
+        "what year is it",
+        "what year are we in",
+        "what's the year",
     ],
     ["what date is it", "do you know the date"],
 )
@@ -832,6 +855,21 @@ TOMORROW_PHRASES = (
         "give me tomorrow's date",
     ],
     ["what will tomorrow be", "which day is tomorrow"],
+)
+ANOTHER_DAY_PHRASES = (
+    [
+        "what day was it yesterday",
+        "what was yesterday's date",
+        "what was the date yesterday",
+        "what day was it {n} days ago",
+        "what was the date {n} days ago",
+        "what day of the week is {holiday}",
+        "what's the date of {holiday}",
+        "how many days are left before {holiday}",
+        "when is {holiday}",
+        "what day was it last week",
+    ],
+    ["which day was yesterday", "what date was it {n} days ago", "what day is {holiday} on"],
 )
 IN_DAYS_PHRASES = (
     [
@@ -1064,7 +1102,7 @@ def phrasings() -> list[tuple[list[str], list[str]]]:
         *(ADD_PHRASES, SUB_PHRASES, MUL_PHRASES, DIV_PHRASES, COUNT_PHRASES, LENGTH_PHRASES),
         *(SPELL_PHRASES, BACKWARDS_PHRASES, FIRST_PHRASES, LAST_PHRASES, BIGGER_PHRASES),
         *(SMALLER_PHRASES, IS_BIGGER_PHRASES, IS_SMALLER_PHRASES, ORDER_PHRASES),
-        *(CONVERT_PHRASES, OUT_OF_SCOPE),
+        *(CONVERT_PHRASES, ANOTHER_DAY_PHRASES, OUT_OF_SCOPE),
         *by_kind,
     ]
 

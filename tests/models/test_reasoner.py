@@ -248,6 +248,32 @@ def test_today_is_answered_with_the_whole_date_whichever_word_asks():
         assert any("date" in q for q in questions) and any("date" not in q for q in questions)
 
 
+def test_a_day_the_reasoning_cannot_reach_is_declined_and_leaves_every_other_item(monkeypatch):
+    """Yesterday, days ago and named holidays are asked in place of some questions about
+    today and get the decline, not today's date. The choice comes from a stream of its own:
+    with it turned off, every other item of a held-out draw is the same."""
+    asked = held_out_set(60, seed=1234)
+    training = training_items(2000, 1, ["calendar"])
+    for items in (asked["calendar"], training):
+        declined = [i for i in items if i.answer == corpus.ANOTHER_DAY]
+        assert 0.05 < len(declined) / len(items) < 0.25
+        assert all(i.thinking == "another day" and i.context for i in declined)
+        words = " ".join(i.question.lower() for i in declined)
+        assert {"yesterday", "ago"} <= set(re.findall(r"[a-z]+", words))
+        assert any(holiday in words for holiday in corpus.HOLIDAYS)
+
+    def draws() -> list[list]:
+        full = [item for items in held_out_set(60, seed=1234).values() for item in items]
+        return [full] + [held_out_set(100, seed, ["calendar"])["calendar"] for seed in range(4)]
+
+    now = draws()
+    monkeypatch.setattr(corpus, "ANOTHER_DAY_SHARE", 0.0)
+    for items, before in zip(now, draws(), strict=True):
+        kept = [(i, b) for i, b in zip(items, before, strict=True)
+                if i.answer != corpus.ANOTHER_DAY]  # fmt: skip
+        assert len(kept) > 0.8 * len(items) and all(i == b for i, b in kept)
+
+
 def test_arithmetic_without_its_operation_is_refused():
     """An arithmetic question whose operation became an unknown word is a refusal, with
     the same numbers and no operation word left; the rest keep their operation."""

@@ -12,7 +12,13 @@ from quicksilver.engine import Engine
 from quicksilver.engine.machine import describe_cpu
 from quicksilver.engine.routing import RoutedEngine
 from quicksilver.models import BUNDLED, bundled
-from quicksilver.models.reasoner_tiny.corpus import ABILITIES, CHAT, REFUSAL, held_out_set
+from quicksilver.models.reasoner_tiny.corpus import (
+    ABILITIES,
+    ANOTHER_DAY,
+    CHAT,
+    REFUSAL,
+    held_out_set,
+)
 from quicksilver.models.reasoner_tiny.ship import role_sentence
 
 QUICKSILVER = [sys.executable, "-m", "quicksilver.ui.cli"]  # as installed, whatever PATH says
@@ -53,6 +59,10 @@ ANSWERS = {
     "what day is it today": "Today is Monday, November 30, 2026.",
     "what date is it": "Today is Monday, November 30, 2026.",  # a held-out phrasing
     "do you know the date": "Today is Monday, November 30, 2026.",
+    # a day the calendar's reasoning cannot reach is declined, not answered with today's
+    "what day was it yesterday": ANOTHER_DAY,
+    "which day was yesterday": ANOTHER_DAY,  # a held-out phrasing
+    "what date was it three days ago": ANOTHER_DAY,  # a held-out phrasing
     "hey": CHAT["greeting"],  # the general model's, not the calendar expert's
     "change fifty-four meters into millimeters": "54 meters is 54000 millimeters.",
     "turn 5 kilograms into grams": "5 kilograms is 5000 grams.",
