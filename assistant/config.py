@@ -114,8 +114,8 @@ def thread_budget(threads: int = 0) -> int:
     cores this process may use. Each library alone takes a thread per core; in one process,
     with speculation overlapping the stages and any other program running, they preempt one
     another (an answer took 4-15 s instead of 0.3 s on 2 busy cores), so each gets a share.
-    The cores are counted as :func:`_usable_cores` counts them, not the host's: a container
-    limited to 2 CPUs on a 64-core host gets 1 thread each, not 32."""
+    The cores are those :func:`quicksilver.engine.machine.usable_cores` counts, not the
+    host's: a container limited to 2 CPUs on a 64-core host gets 1 thread each, not 32."""
     return threads or max(1, _usable_cores() // 2)
 
 

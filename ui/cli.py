@@ -125,6 +125,8 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     if context:
         messages.insert(0, {"role": "system", "content": context})
     answer = engine.answer(messages, **options)
+    # the assistant's threshold: the setting where one is given (0: never), else the model's
+    threshold = engine.unsure_below if settings.unsure_below is None else settings.unsure_below
     if args.json:
         figures = {
             "answer": answer.text,
@@ -133,9 +135,9 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             "forward_passes": answer.forward_passes,
             "latency_ms": round(answer.latency_s * 1000, 2),
             # how sure the model was of its answer, and the level under which the
-            # assistant says it is not sure instead (null: the model has measured none)
-            "confidence": round(answer.confidence, 4),
-            "unsure_below": engine.unsure_below,
+            # assistant says it is not sure instead (null: none set and none measured)
+            "confidence": answer.confidence,
+            "unsure_below": threshold,
         }
         if answer.expert is not None:  # a routed checkpoint: who answered, the router's cost
             figures |= {"expert": answer.expert, "router_passes": answer.router_passes}
@@ -150,11 +152,11 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             "more --steps (--show-thinking shows what it worked out)",
             file=sys.stderr,
         )
-    elif engine.unsure_below is not None and answer.confidence < engine.unsure_below:
+    elif threshold is not None and answer.confidence < threshold:
         print(
             f"quicksilver: the model was unsure of this answer (confidence "
-            f"{answer.confidence:.2f}, below its {engine.unsure_below:.2f}), and the assistant "
-            "would say it is not sure instead; check it, or ask it another way",
+            f"{answer.confidence:.2f}, below {threshold:.2f}), and the assistant would say it "
+            "is not sure instead; check it, or ask it another way",
             file=sys.stderr,
         )
     return 0

@@ -520,7 +520,8 @@ def calendar_item(rng: random.Random, held_out: bool) -> Item:
     # Some questions about today (ANOTHER_DAY_SHARE) ask about a day the reasoning cannot
     # reach (yesterday, a holiday, days ago) and are declined. That choice and its phrasing
     # come from a stream of their own, so the main stream draws what it drew before, and
-    # every other held-out item (validation and report draws, the spoken set) stays.
+    # every other held-out item (validation and report draws, the spoken set) stays; the
+    # draws in training's phrasings changed with the phrasings added to today's lists.
     elsewhere = random.Random(f"another day:{today}:{n}:{held_out}")
     if kind in ("weekday", "date") and elsewhere.random() < ANOTHER_DAY_SHARE:
         question = _phrase(elsewhere, held_out, ANOTHER_DAY_PHRASES).format(

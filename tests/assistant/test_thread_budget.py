@@ -16,6 +16,7 @@ from quicksilver.assistant.config import (
 from quicksilver.assistant.factory import build_session
 from quicksilver.assistant.loading import load_voice
 from quicksilver.assistant.wiring import Wiring
+from quicksilver.engine import machine
 from quicksilver.engine.machine import usable_cores
 
 
@@ -39,6 +40,7 @@ def test_the_budgets_count_the_cores_this_process_may_use_not_the_hosts(monkeypa
     library 32 threads on 2 cores, the oversubscription the budgets exist to prevent."""
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(machine, "_read", lambda path: "")  # no cgroup quota on the host
     assert thread_budget(0) == 1
     assert voice_thread_budget(0) == 2
 

@@ -4,6 +4,7 @@ expert): it loads by name, answers, and travels inside the package."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -140,6 +141,11 @@ def test_ask_prints_the_answer_and_says_when_the_model_doubted_it(question, doub
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(question.removeprefix("what is ").split()[0])
     assert ("model was unsure of this answer" in result.stderr) is doubted, result.stderr
+    if doubted:  # the unsure_below setting moves the threshold as it does the assistant's
+        env = {**os.environ, "QUICKSILVER_UNSURE_BELOW": "0"}
+        off = subprocess.run([*QUICKSILVER, "ask", question], capture_output=True, text=True,
+                             timeout=120, check=False, env=env)  # fmt: skip
+        assert off.returncode == 0 and off.stdout == result.stdout and off.stderr == ""
 
 
 def test_eval_json_reports_every_skill_with_and_without_an_earlier_exchange():
