@@ -122,15 +122,20 @@ class Think(Stage):
         return None
 
     def unsure_threshold(self) -> float | None:
-        """The confidence under which an answer is not said: the setting, else the
-        model's own (``Engine.unsure_below``; None for a model that has none: never)."""
-        return self.engine.unsure_below if self.unsure_below is None else self.unsure_below
+        """:func:`unsure_threshold` for this stage's engine and setting."""
+        return unsure_threshold(self.engine, self.unsure_below)
 
     def system(self) -> str | None:
         """The system message: the date sentence the model reads (if it reads one),
         then the instructions (if any)."""
         parts = (self.engine.date_context(self.today()), self.instructions)
         return "\n".join(part for part in parts if part) or None
+
+
+def unsure_threshold(engine: Engine, setting: float | None) -> float | None:
+    """The confidence under which an answer is not said: the setting, else the model's own
+    (``Engine.unsure_below``; None for a model that has none: never)."""
+    return engine.unsure_below if setting is None else setting
 
 
 def spoken_answer(answer: Answer, unsure_below: float | None = None) -> Answer:

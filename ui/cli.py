@@ -117,6 +117,7 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     options = {name: value for name, value in options.items() if value is not None}
     if any(value < 1 for value in options.values()):
         raise UserError(f"--steps and --max-new-tokens must be at least 1, got {options}")
+    from quicksilver.assistant.stages import UNSURE, spoken_answer, unsure_threshold
     from quicksilver.engine import Engine
 
     engine = Engine.load(settings.model, device=settings.device)
@@ -125,8 +126,7 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     if context:
         messages.insert(0, {"role": "system", "content": context})
     answer = engine.answer(messages, **options)
-    # the assistant's threshold: the setting where one is given (0: never), else the model's
-    threshold = engine.unsure_below if settings.unsure_below is None else settings.unsure_below
+    threshold = unsure_threshold(engine, settings.unsure_below)  # the assistant's
     if args.json:
         figures = {
             "answer": answer.text,
@@ -152,7 +152,7 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             "more --steps (--show-thinking shows what it worked out)",
             file=sys.stderr,
         )
-    elif threshold is not None and answer.confidence < threshold:
+    elif spoken_answer(answer, threshold).text == UNSURE:
         print(
             f"quicksilver: the model was unsure of this answer (confidence "
             f"{answer.confidence:.2f}, below {threshold:.2f}), and the assistant would say it "

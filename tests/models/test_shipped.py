@@ -136,15 +136,17 @@ def test_ask_json_with_the_shipped_model():
 def test_ask_prints_the_answer_and_says_when_the_model_doubted_it(question, doubted):
     """``ask`` prints what the model wrote either way (scripts read it); on stderr it says
     that the assistant would have said it was not sure instead."""
-    result = subprocess.run([*QUICKSILVER, "ask", question], capture_output=True, text=True,
-                            timeout=120, check=False)  # fmt: skip
+
+    def ask(**env: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*QUICKSILVER, "ask", question], capture_output=True, text=True,
+                              timeout=120, check=False, env={**os.environ, **env})  # fmt: skip
+
+    result = ask()
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(question.removeprefix("what is ").split()[0])
     assert ("model was unsure of this answer" in result.stderr) is doubted, result.stderr
     if doubted:  # the unsure_below setting moves the threshold as it does the assistant's
-        env = {**os.environ, "QUICKSILVER_UNSURE_BELOW": "0"}
-        off = subprocess.run([*QUICKSILVER, "ask", question], capture_output=True, text=True,
-                             timeout=120, check=False, env=env)  # fmt: skip
+        off = ask(QUICKSILVER_UNSURE_BELOW="0")
         assert off.returncode == 0 and off.stdout == result.stdout and off.stderr == ""
 
 
