@@ -24,10 +24,13 @@ the build). Each expert's sampler is chosen as a plain build's is, on the valida
 draws of its own family's skills, and written to the expert's ``config.json`` (only that
 section), where the engine reads it: an expert is another model than the default whose
 sampler it inherited. Then its ``unsure_below`` is chosen on the validation draws as a
-plain build's is and written to its ``routing.json``. The default member's sampler is not
-chosen again: the default of a build such as reasoner-tiny-routed is the plain
-reasoner's folder, whose files a routed ship leaves as they are; the card names the
-sampler each member runs.
+plain build's is and written to its ``routing.json``. A default model the build names by
+a path out of it (``..``: the plain reasoner's folder, ``router assemble
+--link-default``) is another build, whose own ship chose its sampler: a routed ship
+leaves its files as they are. A default of the build's own (``assemble`` copied it in)
+is a member like the experts: its sampler is chosen on the skills no expert covers
+(``DEFAULT_SKILLS``) and written to its ``config.json``. The card names the sampler each
+member runs.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from quicksilver.engine import Answer, Engine, RoutedEngine, SamplerConfig
 from quicksilver.engine.api import ROUTING_FILE
 from quicksilver.engine.checkpoints import update_config
 from quicksilver.engine.machine import describe_cpu
-from quicksilver.engine.routing import Routing
+from quicksilver.engine.routing import DEFAULT, Routing
 from quicksilver.models import BUNDLED, SHIPPED
 
 from .confidence import (
@@ -55,7 +58,7 @@ from .confidence import (
     validation_judged,
     write_threshold,
 )
-from .corpus import Item, held_out_set
+from .corpus import SKILLS, Item, held_out_set
 from .evaluate import (
     TARGET,
     VALIDATION_SEED,
@@ -65,9 +68,10 @@ from .evaluate import (
     left_to_right,
     side_by_side,
 )
-from .router import FAMILIES, QUESTION_SETS
+from .router import FAMILIES, FAMILY_OF, QUESTION_SETS
 
 HERE = Path(__file__).parent
+DEFAULT_SKILLS = tuple(skill for skill in SKILLS if skill not in FAMILY_OF)  # chat, refusals
 CARD = "MODEL_CARD.md"
 TEMPLATE = HERE / "MODEL_CARD.template.md"
 ROUTED_TEMPLATE = HERE / "MODEL_CARD.routed.template.md"
@@ -166,19 +170,30 @@ def choose_sampler(
     return best, samplers[best], means
 
 
-def choose_expert_samplers(engine: RoutedEngine, per_skill: int) -> dict[str, str]:
+def own_default(routing: Routing) -> bool:
+    """Whether the default model is the build's own member rather than another build
+    named by a path out of it (``..``), whose own ship chose its sampler."""
+    return ".." not in Path(routing.default).parts
+
+
+def choose_member_samplers(
+    engine: RoutedEngine, per_skill: int, with_default: bool
+) -> dict[str, str]:
     """Set each expert's sampler to the one :func:`choose_sampler` picks on its family's
-    skills, both validation draws; the chosen candidate's name per expert.
+    skills, both validation draws, and with ``with_default`` the default model's on
+    ``DEFAULT_SKILLS``; the chosen candidate's name per member ("default" for that one).
 
     An expert inherits the default model's sampler when it is trained, chosen for another
     model on every skill; its own can differ (the spelling expert spelled 4 points better
     without the default's position decay)."""
+    members = {name: (expert, FAMILIES.get(name)) for name, expert in engine.experts.items()}
+    if with_default:
+        members[DEFAULT] = (engine.default, DEFAULT_SKILLS)
     chosen = {}
-    for name, expert in engine.experts.items():
-        skills = FAMILIES.get(name)
+    for name, (member, skills) in members.items():
         if skills:  # an expert named for no family answers no skill the draws ask
-            chosen[name], expert.sampler, _ = choose_sampler(
-                expert, per_skill, skills, VALIDATION_SEEDS
+            chosen[name], member.sampler, _ = choose_sampler(
+                member, per_skill, skills, VALIDATION_SEEDS
             )
     return chosen
 
@@ -406,8 +421,11 @@ def trained(folder: Path) -> str:
     )
 
 
-def sampler_sentence(engine: RoutedEngine, default_name: str, per_skill: int) -> str:
-    """The sampler the answering models run, and how each was chosen."""
+def sampler_sentence(
+    engine: RoutedEngine, default_name: str, per_skill: int, with_default: bool
+) -> str:
+    """The sampler the answering models run, and how each was chosen (``with_default``:
+    the default's too, by this ship)."""
     default = sampler_name(engine.default.sampler)
     differ = {n: e.sampler for n, e in engine.experts.items() if e.sampler != engine.sampler}
     if differ:
@@ -416,12 +434,17 @@ def sampler_sentence(engine: RoutedEngine, default_name: str, per_skill: int) ->
         )
     else:
         runs = f"{default}, which the experts run as well"
+    default_chosen = (
+        f"the default's on the skills no expert covers ({', '.join(DEFAULT_SKILLS)})"
+        if with_default
+        else f"the default's is {default_name}'s, chosen by its own ship, which a routed "
+        f"ship leaves as it is"
+    )
     return (
         f"{runs}; {engine.sampler.steps} steps. The engine reads each model's own from its "
         f"`config.json`. Each expert's is chosen by this ship on the validation draws of its "
         f"own skills ({per_skill} questions a skill per draw, the fastest within one answer "
-        f"of the best); the default's is {default_name}'s, chosen by its own ship, which a "
-        f"routed ship leaves as it is"
+        f"of the best); {default_chosen}"
     )
 
 
@@ -445,6 +468,15 @@ def parts_table(
     default_folder = folder / routing.default
     default_name = shipped_name(default_folder)
     card = os.path.relpath(default_folder / CARD, target)
+    with_default = own_default(routing)
+    if with_default:
+        default = (
+            f"its own general model ({', '.join(DEFAULT_SKILLS)}, and a little of every "
+            f"skill): {shape(engine.default)}, `model.safetensors` "
+            f"{weights_mb(default_folder)} MB; {trained(default_folder)}"
+        )
+    else:
+        default = f"{default_name} ([its card]({card}))"
     router = engine.router
     rows = [
         f"| `{routing.router}/` | the router: {shape(router)}, `model.safetensors` "
@@ -459,14 +491,13 @@ def parts_table(
             f"`model.safetensors` {weights_mb(folder / path)} MB; {trained(folder / path)} |"
         )
     rows += [
-        f"| `{routing.default}` (default) | {default_name} ([its card]({card})): every other "
-        f"question, and any whose expert the router names with a confidence under "
-        f"`route_above` |",
+        f"| `{routing.default}` (default) | {default}: every other question, and any whose "
+        f"expert the router names with a confidence under `route_above` |",
         f"| `route_above` | {routing.route_above}: the router's confidence an expert needs "
         f"(`{ROUTING_FILE}`) |",
         f"| `unsure_below` | {engine.unsure_below:.3f}: the routed system's own, chosen on the "
         f"validation draws as below (`{ROUTING_FILE}`) |",
-        f"| sampler | {sampler_sentence(engine, default_name, sampler_per_skill)} |",
+        f"| sampler | {sampler_sentence(engine, default_name, sampler_per_skill, with_default)} |",
     ]
     return "\n".join(rows)
 
@@ -491,7 +522,16 @@ def write_routed_card(
     card = ROUTED_TEMPLATE.read_text(encoding="utf-8").format(
         name=name,
         role=role_sentence(name),
-        default_name=shipped_name(folder / routing.default),
+        default_name=(
+            "A general model of its own"
+            if own_default(routing)
+            else shipped_name(folder / routing.default)
+        ),
+        default_limits=(
+            'its figures are those of the questions it answers (see "Routing").'
+            if own_default(routing)
+            else "see its card."
+        ),
         experts=", ".join(f"{n} ({', '.join(FAMILIES.get(n, ()))})" for n in engine.experts)
         or "none",
         parts=parts_table(folder, target, routing, engine, router_passes, sampler_per_skill),
@@ -510,7 +550,8 @@ def ship_routed(args: argparse.Namespace) -> int:
     folder = Path(args.run)
     target = Path(args.to) if args.to else folder
     engine = Engine.load(folder, device="cpu")
-    samplers = choose_expert_samplers(engine, args.validation_per_skill)
+    with_default = own_default(Routing.read(folder))
+    samplers = choose_member_samplers(engine, args.validation_per_skill, with_default)
     judged = choose_unsure(engine, args.unsure_per_skill)
     results, in_order = measure(engine, args.per_skill, args.in_order_per_skill)
     router_passes, per_answer = counted_passes(engine)
@@ -525,10 +566,12 @@ def ship_routed(args: argparse.Namespace) -> int:
     in_place = target.resolve() == folder.resolve()
     if in_place:  # the engine reads them from there
         write_threshold(folder, engine.unsure_below)
-        for name, path in Routing.read(folder).experts.items():
+        routing = Routing.read(folder)
+        members = {n: (p, engine.experts[n]) for n, p in routing.experts.items()}
+        members[DEFAULT] = (routing.default, engine.default)
+        for name, (path, member) in members.items():
             if name in samplers:
-                sampler = dataclasses.asdict(engine.experts[name].sampler)
-                update_config(folder / path, "sampler", sampler)
+                update_config(folder / path, "sampler", dataclasses.asdict(member.sampler))
     target.mkdir(parents=True, exist_ok=True)
     card = write_routed_card(
         folder, target, engine, routed, router_passes, accuracy, args.validation_per_skill
@@ -536,7 +579,7 @@ def ship_routed(args: argparse.Namespace) -> int:
     print(accuracy["table"])
     print(routes_table(routed))
     where = "written" if in_place else "not written (--to elsewhere)"
-    print(f"experts' samplers {where}: {samplers}")
+    print(f"members' samplers {where}: {samplers}")
     print(f"unsure_below {engine.unsure_below} {where} ({ROUTING_FILE}); card: {card}")
     return 0
 

@@ -126,19 +126,19 @@ def test_each_candidate_is_what_its_name_says_whatever_the_run_settled_on():
     )
 
 
-@pytest.fixture
-def routed_build(tmp_path) -> Path:
-    """A routed build laid out as reasoner-tiny-routed is (its default model the folder
-    above it, ``..``): the shipped router, which routes for real, in front of a small
-    random default model and numbers expert that read prompts as it does. The expert
-    runs a sampler no candidate is, so that the one its ship chooses differs from it."""
+def assemble_small(folder: Path, link_default: bool) -> Path:
+    """The shipped router, which routes for real, in front of a small random default model
+    and numbers expert that read prompts as it does, assembled in ``folder/plain/routed``.
+    The expert (and a default of the build's own) runs a sampler no candidate is, so that
+    the one its ship chooses differs from it."""
     tokenizer = Engine.load(SHIPPED, device="cpu").tokenizer
-    plain, numbers = tmp_path / "plain", tmp_path / "numbers"
-    for folder, seed in ((plain, 0), (numbers, 1)):
+    plain, numbers = folder / "plain", folder / "numbers"
+    for member, seed in ((plain, 0), (numbers, 1)):
         engine = build_engine(seed, tokenizer, d_model=32, n_layers=1, n_heads=2)
-        own = {"position_decay": 0.5} if folder == numbers else {}
+        chosen_here = member == numbers or not link_default
+        own = {"position_decay": 0.5} if chosen_here else {}
         engine.sampler = dataclasses.replace(engine.sampler, max_new_tokens=48, **own)
-        engine.save(folder)
+        engine.save(member)
     (plain / ship.CARD).write_text("# plain\n")
     return router.assemble(
         SHIPPED / "routed" / "router",
@@ -146,8 +146,15 @@ def routed_build(tmp_path) -> Path:
         plain,
         plain / "routed",
         route_above=0.7,
-        link_default=True,
+        link_default=link_default,
     )
+
+
+@pytest.fixture
+def routed_build(tmp_path) -> Path:
+    """A routed build laid out as reasoner-tiny-routed is: its default model the folder
+    above it (``..``), another build with a ship of its own."""
+    return assemble_small(tmp_path, link_default=True)
 
 
 def test_a_routed_build_is_measured_whole_and_shipped_where_it_lies(routed_build, capsys):
@@ -208,3 +215,31 @@ def test_a_routed_build_is_measured_whole_and_shipped_where_it_lies(routed_build
     assert "the default's is plain's, chosen by its own ship" in card  # not re-chosen
     assert "Each expert's is chosen by this ship on the validation draws of its own" in card
     assert "unsure_below" in capsys.readouterr().out
+
+
+def test_a_routed_build_with_a_default_of_its_own_chooses_that_sampler_too(tmp_path):
+    """A default model copied into the build (trained for it, not another build) is a
+    member like the experts: its sampler is chosen on the skills no expert covers and
+    written to its ``config.json``, and the card describes it, with no card to link."""
+    build = assemble_small(tmp_path, link_default=False)
+    routing = json.loads((build / "routing.json").read_text())
+    assert routing["default"] == "default"
+    default = build / "default"
+    before = json.loads((default / "config.json").read_text())
+    weights = (default / "model.safetensors").read_bytes()
+
+    assert ship.main([str(build), *SMALL]) == 0
+    engine = Engine.load(build, device="cpu")
+    assert ship.sampler_name(engine.default.sampler) in ship.CANDIDATES
+    config = json.loads((default / "config.json").read_text())
+    assert config["sampler"] != before["sampler"]
+    assert config == before | {"sampler": dataclasses.asdict(engine.default.sampler)}
+    assert (default / "model.safetensors").read_bytes() == weights
+    assert ship.DEFAULT_SKILLS == ("conversation", "out of scope")
+    card = (build / ship.CARD).read_text()
+    assert "{" not in card.replace("{w}", "")
+    assert card.startswith("# routed\n\nA general model of its own with a router in front")
+    assert "| `default` (default) | its own general model (conversation, out of scope" in card
+    assert "no training record: every other question" in card
+    assert "the default's on the skills no expert covers (conversation, out of scope)" in card
+    assert "chosen by its own ship" not in card and "its card" not in card
