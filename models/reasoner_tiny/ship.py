@@ -471,8 +471,7 @@ def parts_table(
     with_default = own_default(routing)
     if with_default:
         default = (
-            f"its own general model ({', '.join(DEFAULT_SKILLS)}, and a little of every "
-            f"skill): {shape(engine.default)}, `model.safetensors` "
+            f"its own general model: {shape(engine.default)}, `model.safetensors` "
             f"{weights_mb(default_folder)} MB; {trained(default_folder)}"
         )
     else:
