@@ -280,14 +280,17 @@ def accuracy_fields(
     }
 
 
-def blend_sentence(blend: dict | None) -> str:
-    """The card's account of a blended run (``models.reasoner_tiny.blend``), if it is one."""
-    if not blend:
-        return ""
+def blend_clause(blend: dict) -> str:
+    """How a blended run (``models.reasoner_tiny.blend``) was mixed."""
     return (
-        f" Then blended with the run it started from: {1 - blend['share']:.0%} of"
-        f" `{blend['base']}`'s weights and {blend['share']:.0%} of `{blend['tuned']}`'s."
+        f"blended with the run it started from: {1 - blend['share']:.0%} of"
+        f" `{blend['base']}`'s weights and {blend['share']:.0%} of `{blend['tuned']}`'s"
     )
+
+
+def blend_sentence(blend: dict | None) -> str:
+    """The card's account of a blended run, if it is one."""
+    return f" Then {blend_clause(blend)}." if blend else ""
 
 
 def weights_mb(folder: Path) -> str:
@@ -417,7 +420,8 @@ def trained(folder: Path) -> str:
     return (
         f"its last run {run.get('step', '?')} steps of batch {run.get('batch_size', '?')}, "
         f"peak learning rate {run.get('lr', '?')}, seed {run.get('seed', '?')}, on "
-        f"{run.get('hardware', 'CPU')}" + blend_sentence(run.get("blend"))
+        f"{run.get('hardware', 'CPU')}"
+        + (f", then {blend_clause(run['blend'])}" if run.get("blend") else "")
     )
 
 
@@ -427,10 +431,9 @@ def sampler_sentence(
     """The sampler the answering models run, and how each was chosen (``with_default``:
     the default's too, by this ship)."""
     default = sampler_name(engine.default.sampler)
-    differ = {n: e.sampler for n, e in engine.experts.items() if e.sampler != engine.sampler}
-    if differ:
+    if any(expert.sampler != engine.sampler for expert in engine.experts.values()):
         runs = f"each model its own: the default {default}; " + "; ".join(
-            f"{name} {sampler_name(sampler)}" for name, sampler in differ.items()
+            f"{name} {sampler_name(expert.sampler)}" for name, expert in engine.experts.items()
         )
     else:
         runs = f"{default}, which the experts run as well"
@@ -471,11 +474,15 @@ def parts_table(
     with_default = own_default(routing)
     if with_default:
         default = (
-            f"its own general model: {shape(engine.default)}, `model.safetensors` "
-            f"{weights_mb(default_folder)} MB; {trained(default_folder)}"
+            f"its own general model, for every other question and any whose expert the "
+            f"router names with a confidence under `route_above`: {shape(engine.default)}, "
+            f"`model.safetensors` {weights_mb(default_folder)} MB; {trained(default_folder)}"
         )
     else:
-        default = f"{default_name} ([its card]({card}))"
+        default = (
+            f"{default_name} ([its card]({card})): every other question, and any whose "
+            f"expert the router names with a confidence under `route_above`"
+        )
     router = engine.router
     rows = [
         f"| `{routing.router}/` | the router: {shape(router)}, `model.safetensors` "
@@ -490,8 +497,7 @@ def parts_table(
             f"`model.safetensors` {weights_mb(folder / path)} MB; {trained(folder / path)} |"
         )
     rows += [
-        f"| `{routing.default}` (default) | {default}: every other question, and any whose "
-        f"expert the router names with a confidence under `route_above` |",
+        f"| `{routing.default}` (default) | {default} |",
         f"| `route_above` | {routing.route_above}: the router's confidence an expert needs "
         f"(`{ROUTING_FILE}`) |",
         f"| `unsure_below` | {engine.unsure_below:.3f}: the routed system's own, chosen on the "

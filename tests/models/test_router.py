@@ -136,11 +136,16 @@ def test_the_shipped_routed_build_sends_each_family_to_its_expert():
     stored = json.loads((SHIPPED / "routed" / "routing.json").read_text())
     assert engine.route_above == stored["route_above"] is not None
     assert engine.unsure_below == stored["unsure_below"] is not None  # its own, not the default's
-    # its default model is the general one, read from its own folder (not a copy)
-    assert (SHIPPED / "routed" / "routing.json").is_file()
-    assert not (SHIPPED / "routed" / "default").exists()
-    for name, tensor in general.model.state_dict().items():
-        assert torch.equal(engine.default.model.state_dict()[name], tensor), name
+    # its default model is its own, continued from the general one (chat and refusals),
+    # reading prompts as the general one does
+    assert stored["default"] == "default" and (SHIPPED / "routed" / "default").is_dir()
+    assert engine.default.tokenizer.vocab_size == general.tokenizer.vocab_size
+    differ = [
+        name
+        for name, tensor in general.model.state_dict().items()
+        if not torch.equal(engine.default.model.state_dict()[name], tensor)
+    ]
+    assert differ, "the default should be the routed build's own model"
     wanted = {
         "which is bigger 7 or 12": "numbers",
         "what day is it tomorrow": "calendar",

@@ -240,8 +240,8 @@ def test_a_routed_build_with_a_default_of_its_own_chooses_that_sampler_too(tmp_p
     assert "{" not in card.replace("{w}", "")
     assert card.startswith("# routed\n\nA general model of its own with a router in front")
     row = next(line for line in card.splitlines() if line.startswith("| `default` (default)"))
-    assert row.startswith("| `default` (default) | its own general model: ")
-    assert "(1 layers × d32, 2 heads)" in row
-    assert "no training record: every other question" in card
+    assert row.startswith("| `default` (default) | its own general model, for every other ")
+    assert "(1 layers × d32, 2 heads), `model.safetensors` " in row
+    assert row.endswith(" MB; no training record |")
     assert "the default's on the skills no expert covers (conversation, out of scope)" in card
     assert "chosen by its own ship" not in card and "its card" not in card

@@ -72,6 +72,10 @@ ANSWERS = {
     "how many minutes are there in an hour": "1 hour is 60 minutes.",  # a held-out phrasing
     "how many grams are in a kilogram": "1 kilogram is 1000 grams.",
     "many thanks": CHAT["thanks"],
+    # held-out chat the build's own default answers (reasoner-tiny garbled the first)
+    "what should I call you": CHAT["identity"],
+    "what things can you do": CHAT["abilities"],
+    "see you": CHAT["farewell"],
     "what is the history of kenya": REFUSAL,
     "what is the history of berlin": REFUSAL,  # routers fine-tuned on 2026-12-05 spelled it
     "remind me to call berlin please": REFUSAL,
@@ -89,10 +93,13 @@ def test_bundled_is_the_routed_build_with_its_card_and_small_weights(engine):
     # the cards say which build is the default, as the ship script writes it
     assert role_sentence(BUNDLED) in (bundled() / "MODEL_CARD.md").read_text()
     assert role_sentence("reasoner-tiny") in (bundled().parent / "MODEL_CARD.md").read_text()
-    # the router, the experts and the general model (the routed folder's parent) together
-    weights = [bundled() / "router", *(bundled() / "experts").iterdir(), bundled().parent]
-    sizes = [(folder / "model.safetensors").stat().st_size for folder in weights]
-    assert len(sizes) == 2 + len(engine.experts) and sum(sizes) < 50 * 2**20  # for the wheel
+    # the router, the experts, the build's default and the general model (the routed
+    # folder's parent, reasoner-tiny) together
+    weights = [bundled() / "router", *(bundled() / "experts").iterdir(), bundled() / "default"]
+    sizes = [
+        (folder / "model.safetensors").stat().st_size for folder in [*weights, bundled().parent]
+    ]
+    assert len(sizes) == 3 + len(engine.experts) and sum(sizes) < 50 * 2**20  # for the wheel
     for model in (engine.default, *engine.experts.values()):
         assert model.model.config.parameter_count() > 1_000_000
         assert not model.model.config.prompt_sees_reply  # its prompt cache is exact
