@@ -249,7 +249,8 @@ def assemble(
     training state left behind) and write its ``routing.json``; the default model's
     model of what users ask (``questions.lm.json``) goes to the top, where the assistant
     looks. ``link_default``: name the default model by its path relative to ``out``
-    instead of copying it (a routed build shipped inside the general model's folder).
+    instead of copying it (a routed build kept inside that model's folder, which ``ship``
+    then leaves to its own ship).
     The router is read as a choice among ``NAMES`` (``router_names``), or with
     ``read_text`` its answer denoised in ``router_steps`` passes as text. The result is
     checked by loading it."""

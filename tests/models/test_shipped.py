@@ -64,7 +64,7 @@ ANSWERS = {
     "what day was it yesterday": ANOTHER_DAY,
     "which day was yesterday": ANOTHER_DAY,  # a held-out phrasing
     "what date was it three days ago": ANOTHER_DAY,  # a held-out phrasing
-    "hey": CHAT["greeting"],  # the general model's, not the calendar expert's
+    "hey": CHAT["greeting"],  # the default model's, not the calendar expert's
     "change fifty-four meters into millimeters": "54 meters is 54000 millimeters.",
     "turn 5 kilograms into grams": "5 kilograms is 5000 grams.",
     # a unit's own size: always trained (the held-out split kept it out until 2026-12-05)
