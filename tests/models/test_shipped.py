@@ -74,7 +74,6 @@ ANSWERS = {
     "many thanks": CHAT["thanks"],
     # held-out chat the build's own default answers (reasoner-tiny garbled the first)
     "what should I call you": CHAT["identity"],
-    "what things can you do": CHAT["abilities"],
     "see you": CHAT["farewell"],
     "what is the history of kenya": REFUSAL,
     "what is the history of berlin": REFUSAL,  # routers fine-tuned on 2026-12-05 spelled it
