@@ -170,10 +170,11 @@ def choose_sampler(
     return best, samplers[best], means
 
 
-def own_default(routing: Routing) -> bool:
-    """Whether the default model is the build's own member rather than another build
-    named by a path out of it (``..``), whose own ship chose its sampler."""
-    return ".." not in Path(routing.default).parts
+def own_default(folder: Path, routing: Routing) -> bool:
+    """Whether the default model lies inside the build ``folder``, its own member, rather
+    than being another build it names by a path out of it (``..``, an absolute path or a
+    link elsewhere), whose own ship chose its sampler."""
+    return (folder / routing.default).resolve().is_relative_to(folder.resolve())
 
 
 def choose_member_samplers(
@@ -425,11 +426,9 @@ def trained(folder: Path) -> str:
     )
 
 
-def sampler_sentence(
-    engine: RoutedEngine, default_name: str, per_skill: int, with_default: bool
-) -> str:
-    """The sampler the answering models run, and how each was chosen (``with_default``:
-    the default's too, by this ship)."""
+def sampler_sentence(engine: RoutedEngine, per_skill: int, linked_default: str | None) -> str:
+    """The sampler the answering models run, and how each was chosen: the default's by
+    this ship too, unless it is ``linked_default``, another build (its name)."""
     default = sampler_name(engine.default.sampler)
     if any(expert.sampler != engine.sampler for expert in engine.experts.values()):
         runs = f"each model its own: the default {default}; " + "; ".join(
@@ -438,10 +437,10 @@ def sampler_sentence(
     else:
         runs = f"{default}, which the experts run as well"
     default_chosen = (
-        f"the default's on the skills no expert covers ({', '.join(DEFAULT_SKILLS)})"
-        if with_default
-        else f"the default's is {default_name}'s, chosen by its own ship, which a routed "
-        f"ship leaves as it is"
+        f"the default's is {linked_default}'s, chosen by its own ship, which a routed ship "
+        f"leaves as it is"
+        if linked_default
+        else f"the default's on the skills no expert covers ({', '.join(DEFAULT_SKILLS)})"
     )
     return (
         f"{runs}; {engine.sampler.steps} steps. The engine reads each model's own from its "
@@ -469,18 +468,17 @@ def parts_table(
     """The card's rows on the routed build's parts and settings (what ``routing.json``
     says, each member's shape and last run)."""
     default_folder = folder / routing.default
-    default_name = shipped_name(default_folder)
-    card = os.path.relpath(default_folder / CARD, target)
-    with_default = own_default(routing)
-    if with_default:
+    linked_default = None if own_default(folder, routing) else shipped_name(default_folder)
+    if linked_default is None:
         default = (
             f"its own general model, for every other question and any whose expert the "
             f"router names with a confidence under `route_above`: {shape(engine.default)}, "
             f"`model.safetensors` {weights_mb(default_folder)} MB; {trained(default_folder)}"
         )
     else:
+        card = os.path.relpath(default_folder / CARD, target)
         default = (
-            f"{default_name} ([its card]({card})): every other question, and any whose "
+            f"{linked_default} ([its card]({card})): every other question, and any whose "
             f"expert the router names with a confidence under `route_above`"
         )
     router = engine.router
@@ -502,7 +500,7 @@ def parts_table(
         f"(`{ROUTING_FILE}`) |",
         f"| `unsure_below` | {engine.unsure_below:.3f}: the routed system's own, chosen on the "
         f"validation draws as below (`{ROUTING_FILE}`) |",
-        f"| sampler | {sampler_sentence(engine, default_name, sampler_per_skill, with_default)} |",
+        f"| sampler | {sampler_sentence(engine, sampler_per_skill, linked_default)} |",
     ]
     return "\n".join(rows)
 
@@ -520,6 +518,7 @@ def write_routed_card(
     section (:data:`ACCURACY_SECTION`, from the plain template) and unsure section,
     filled alike."""
     routing = Routing.read(folder)
+    own = own_default(folder, routing)
     plain = TEMPLATE.read_text(encoding="utf-8")
     start = plain.index(ACCURACY_SECTION[0])
     section = plain[start : plain.index(ACCURACY_SECTION[1], start)]
@@ -528,13 +527,11 @@ def write_routed_card(
         name=name,
         role=role_sentence(name),
         default_name=(
-            "A general model of its own"
-            if own_default(routing)
-            else shipped_name(folder / routing.default)
+            "A general model of its own" if own else shipped_name(folder / routing.default)
         ),
         default_limits=(
             'its figures are those of the questions it answers (see "Routing").'
-            if own_default(routing)
+            if own
             else "see its card."
         ),
         experts=", ".join(f"{n} ({', '.join(FAMILIES.get(n, ()))})" for n in engine.experts)
@@ -555,8 +552,10 @@ def ship_routed(args: argparse.Namespace) -> int:
     folder = Path(args.run)
     target = Path(args.to) if args.to else folder
     engine = Engine.load(folder, device="cpu")
-    with_default = own_default(Routing.read(folder))
-    samplers = choose_member_samplers(engine, args.validation_per_skill, with_default)
+    routing = Routing.read(folder)
+    samplers = choose_member_samplers(
+        engine, args.validation_per_skill, own_default(folder, routing)
+    )
     judged = choose_unsure(engine, args.unsure_per_skill)
     results, in_order = measure(engine, args.per_skill, args.in_order_per_skill)
     router_passes, per_answer = counted_passes(engine)
@@ -571,7 +570,6 @@ def ship_routed(args: argparse.Namespace) -> int:
     in_place = target.resolve() == folder.resolve()
     if in_place:  # the engine reads them from there
         write_threshold(folder, engine.unsure_below)
-        routing = Routing.read(folder)
         members = {n: (p, engine.experts[n]) for n, p in routing.experts.items()}
         members[DEFAULT] = (routing.default, engine.default)
         for name, (path, member) in members.items():
