@@ -12,8 +12,8 @@ HERE = Path(__file__).parent
 
 SHIPPED = {
     "reasoner-tiny": HERE / "reasoner_tiny",
-    # reasoner-tiny with a numbers expert (comparison, ordering, conversion) and a router
-    # in front: a routed checkpoint whose default model is reasoner-tiny itself
+    # a router in front of five experts and a default model of its own, all fine-tuned
+    # from reasoner-tiny (its card: routed/MODEL_CARD.md)
     "reasoner-tiny-routed": HERE / "reasoner_tiny" / "routed",
 }
 BUNDLED = "reasoner-tiny-routed"

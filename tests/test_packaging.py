@@ -47,7 +47,12 @@ def test_a_plain_install_is_one_import_root_carrying_the_model(tmp_path):
     for file in ("config.json", "model.safetensors", "tokenizer.json", "MODEL_CARD.md"):
         assert f"quicksilver/models/reasoner_tiny/{file}" in names
     routed = "quicksilver/models/reasoner_tiny/routed"
-    for file in ("routing.json", "router/model.safetensors", "experts/numbers/config.json"):
+    for file in (
+        "routing.json",
+        "router/model.safetensors",
+        "experts/numbers/config.json",
+        "default/model.safetensors",
+    ):
         assert f"{routed}/{file}" in names  # the routed build, beside the general model
     assert "quicksilver/ui/app/app.tcss" in names  # the terminal app's stylesheet
     for file in ("index.html", "app.js", "capture.js", "style.css"):  # the browser page
