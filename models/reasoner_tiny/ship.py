@@ -28,8 +28,8 @@ plain build's is and written to its ``routing.json``. A default model the build 
 a path out of it (``..``: the plain reasoner's folder, ``router assemble
 --link-default``) is another build, whose own ship chose its sampler: a routed ship
 leaves its files as they are. A default of the build's own (``assemble`` copied it in)
-is a member like the experts: its sampler is chosen on the skills no expert covers
-(``DEFAULT_SKILLS``) and written to its ``config.json``. The card names the sampler each
+is a member like the experts: its sampler is chosen on the skills no expert of the build
+covers (:func:`default_skills`) and written to its ``config.json``. The card names the sampler each
 member runs.
 """
 
@@ -71,7 +71,6 @@ from .evaluate import (
 from .router import FAMILIES, FAMILY_OF, QUESTION_SETS
 
 HERE = Path(__file__).parent
-DEFAULT_SKILLS = tuple(skill for skill in SKILLS if skill not in FAMILY_OF)  # chat, refusals
 CARD = "MODEL_CARD.md"
 TEMPLATE = HERE / "MODEL_CARD.template.md"
 ROUTED_TEMPLATE = HERE / "MODEL_CARD.routed.template.md"
@@ -177,19 +176,25 @@ def own_default(folder: Path, routing: Routing) -> bool:
     return (folder / routing.default).resolve().is_relative_to(folder.resolve())
 
 
+def default_skills(experts: Collection[str]) -> tuple[str, ...]:
+    """The skills a build with ``experts`` (family names) leaves to its default model:
+    chat and refusals always, and every family's skills that has no expert there."""
+    return tuple(skill for skill in SKILLS if FAMILY_OF.get(skill) not in experts)
+
+
 def choose_member_samplers(
     engine: RoutedEngine, per_skill: int, with_default: bool
 ) -> dict[str, str]:
     """Set each expert's sampler to the one :func:`choose_sampler` picks on its family's
     skills, both validation draws, and with ``with_default`` the default model's on
-    ``DEFAULT_SKILLS``; the chosen candidate's name per member ("default" for that one).
+    :func:`default_skills`; the chosen candidate's name per member ("default" for that one).
 
     An expert inherits the default model's sampler when it is trained, chosen for another
     model on every skill; its own can differ (the spelling expert spelled 4 points better
     without the default's position decay)."""
     members = {name: (expert, FAMILIES.get(name)) for name, expert in engine.experts.items()}
     if with_default:
-        members[DEFAULT] = (engine.default, DEFAULT_SKILLS)
+        members[DEFAULT] = (engine.default, default_skills(engine.experts))
     chosen = {}
     for name, (member, skills) in members.items():
         if skills:  # an expert named for no family answers no skill the draws ask
@@ -440,7 +445,8 @@ def sampler_sentence(engine: RoutedEngine, per_skill: int, linked_default: str |
         f"the default's is {linked_default}'s, chosen by its own ship, which a routed ship "
         f"leaves as it is"
         if linked_default
-        else f"the default's on the skills no expert covers ({', '.join(DEFAULT_SKILLS)})"
+        else "the default's on the skills no expert covers "
+        f"({', '.join(default_skills(engine.experts))})"
     )
     return (
         f"{runs}; {engine.sampler.steps} steps. The engine reads each model's own from its "
