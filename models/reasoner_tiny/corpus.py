@@ -984,7 +984,7 @@ CHAT_PHRASES = {
             "what are you here for",
             "tell me what you can do",
             "what else can you do",
-            "what kind of things can you do",
+            "what kind of stuff can you do",
             "what questions can you answer",
             "what are your abilities",
             "what do you do",
