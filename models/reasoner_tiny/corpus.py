@@ -1433,7 +1433,12 @@ KEYWORDS = {
     "conversion": frozenset(
         name + plural for unit in UNITS for name in unit[:2] for plural in ("", "s")
     ),
-    "calendar": frozenset("today tomorrow date day days week weeks after".split()),
+    # the day asked, before today as well, and the named days ("what day was it
+    # yesterday" must not become "what day literally it yesterday" and stay a decline)
+    "calendar": frozenset(
+        "today tomorrow yesterday date day days week weeks after ago last was".split()
+        + [word for name in HOLIDAYS for word in name.replace("'s", "").split()]
+    ),
 }
 UNKNOWN_FRAMING_SHARE = 0.3  # such questions whose framing word becomes an unknown word
 

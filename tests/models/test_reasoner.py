@@ -275,6 +275,15 @@ def test_a_day_the_reasoning_cannot_reach_is_declined_and_leaves_every_other_ite
         words = " ".join(i.question.lower() for i in declined)
         assert {"yesterday", "ago"} <= set(re.findall(r"[a-z]+", words))
         assert any(holiday in words for holiday in corpus.HOLIDAYS)
+    # a framing swap keeps what makes a question a decline ("what day was it yesterday"
+    # must not become "what day was it literally" and still be declined)
+    plain = training_items(2000, 1, ["calendar"], augment=False)
+    for words in (UNKNOWN_WORDS, corpus.neutral_words()):
+        for item in corpus.with_swapped_framing(plain, random.Random(0), 1.0, words):
+            question = item.question.lower()
+            if item.answer == corpus.ANOTHER_DAY:
+                marks = ("yesterday", " ago", "last week", *corpus.HOLIDAYS)
+                assert any(mark in question for mark in marks), question
 
     def draws() -> list[list]:
         full = [item for items in held_out_set(60, seed=1234).values() for item in items]
