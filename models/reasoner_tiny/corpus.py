@@ -1433,8 +1433,10 @@ KEYWORDS = {
     "conversion": frozenset(
         name + plural for unit in UNITS for name in unit[:2] for plural in ("", "s")
     ),
-    # the day asked, before today as well, and the named days ("what day was it
-    # yesterday" must not become "what day literally it yesterday" and stay a decline)
+    # the day asked, before today ("was" too, the past tense) as well as after, and the
+    # named days' words ("new year's day" gives "new" and "year", so "what year is it"
+    # keeps "year" too): a swap must not make "what day was it yesterday" into "what day
+    # was it literally", still declined, nor bring "christmas" into a question about today
     "calendar": frozenset(
         "today tomorrow yesterday date day days week weeks after ago last was".split()
         + [word for name in HOLIDAYS for word in name.replace("'s", "").split()]

@@ -28,9 +28,9 @@ plain build's is and written to its ``routing.json``. A default model the build 
 a path out of it (``..``: the plain reasoner's folder, ``router assemble
 --link-default``) is another build, whose own ship chose its sampler: a routed ship
 leaves its files as they are. A default of the build's own (``assemble`` copied it in)
-is a member like the experts: its sampler is chosen on the skills no expert of the build
-covers (:func:`default_skills`) and written to its ``config.json``. The card names the sampler each
-member runs.
+is a member like the experts: its sampler is chosen on the skills no expert of the
+build covers (:func:`default_skills`) and written to its ``config.json``. The card names
+the sampler each member runs.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def own_default(folder: Path, routing: Routing) -> bool:
 
 def default_skills(experts: Collection[str]) -> tuple[str, ...]:
     """The skills a build with ``experts`` (family names) leaves to its default model:
-    chat and refusals always, and every family's skills that has no expert there."""
+    chat and refusals always, and the skills of every family with no expert there."""
     return tuple(skill for skill in SKILLS if FAMILY_OF.get(skill) not in experts)
 
 

@@ -217,7 +217,7 @@ def test_a_routed_build_is_measured_whole_and_shipped_where_it_lies(routed_build
     assert "unsure_below" in capsys.readouterr().out
 
 
-def test_a_routed_build_with_a_default_of_its_own_chooses_that_sampler_too(tmp_path):
+def test_a_routed_build_with_a_default_of_its_own_chooses_that_sampler_too(tmp_path, monkeypatch):
     """A default model copied into the build (trained for it, not another build) is a
     member like the experts: its sampler is chosen on the skills no expert covers and
     written to its ``config.json``, and the card describes it, with no card to link."""
@@ -227,6 +227,14 @@ def test_a_routed_build_with_a_default_of_its_own_chooses_that_sampler_too(tmp_p
     default = build / "default"
     before = json.loads((default / "config.json").read_text())
     weights = (default / "model.safetensors").read_bytes()
+    asked = []  # the skills each member's sampler is chosen on
+
+    def choose_sampler(member, per_skill, skills, seeds):
+        asked.append(tuple(skills))
+        return choose(member, per_skill, skills, seeds)
+
+    choose = ship.choose_sampler
+    monkeypatch.setattr(ship, "choose_sampler", choose_sampler)
 
     assert ship.main([str(build), *SMALL]) == 0
     engine = Engine.load(build, device="cpu")
@@ -238,6 +246,7 @@ def test_a_routed_build_with_a_default_of_its_own_chooses_that_sampler_too(tmp_p
     # its sampler was chosen on every skill the numbers expert leaves to it
     left = [skill for skill in SKILLS if skill not in ("comparison", "ordering", "conversion")]
     assert ship.default_skills(engine.experts) == tuple(left)
+    assert sorted(asked) == sorted([tuple(left), ("comparison", "ordering", "conversion")])
     shipped = ship.default_skills(router.FAMILIES)  # every family has an expert
     assert shipped == ("conversation", "out of scope")
     card = (build / ship.CARD).read_text()
