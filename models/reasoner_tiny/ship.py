@@ -68,7 +68,7 @@ from .evaluate import (
     left_to_right,
     side_by_side,
 )
-from .router import FAMILIES, FAMILY_OF, QUESTION_SETS
+from .router import FAMILIES, QUESTION_SETS, family
 
 HERE = Path(__file__).parent
 CARD = "MODEL_CARD.md"
@@ -179,7 +179,7 @@ def own_default(folder: Path, routing: Routing) -> bool:
 def default_skills(experts: Collection[str]) -> tuple[str, ...]:
     """The skills a build with ``experts`` (family names) leaves to its default model:
     chat and refusals always, and the skills of every family with no expert there."""
-    return tuple(skill for skill in SKILLS if FAMILY_OF.get(skill) not in experts)
+    return tuple(skill for skill in SKILLS if family(skill) not in experts)
 
 
 def choose_member_samplers(

@@ -228,12 +228,12 @@ def test_a_routed_build_with_a_default_of_its_own_chooses_that_sampler_too(tmp_p
     before = json.loads((default / "config.json").read_text())
     weights = (default / "model.safetensors").read_bytes()
     asked = []  # the skills each member's sampler is chosen on
+    choose = ship.choose_sampler
 
     def choose_sampler(member, per_skill, skills, seeds):
         asked.append(tuple(skills))
         return choose(member, per_skill, skills, seeds)
 
-    choose = ship.choose_sampler
     monkeypatch.setattr(ship, "choose_sampler", choose_sampler)
 
     assert ship.main([str(build), *SMALL]) == 0
