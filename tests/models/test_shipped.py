@@ -94,10 +94,9 @@ def test_bundled_is_the_routed_build_with_its_card_and_small_weights(engine):
     assert role_sentence("reasoner-tiny") in (bundled().parent / "MODEL_CARD.md").read_text()
     # the router, the experts, the build's default and the general model (the routed
     # folder's parent, reasoner-tiny) together
-    weights = [bundled() / "router", *(bundled() / "experts").iterdir(), bundled() / "default"]
-    sizes = [
-        (folder / "model.safetensors").stat().st_size for folder in [*weights, bundled().parent]
-    ]
+    folders = [bundled() / "router", *(bundled() / "experts").iterdir(), bundled() / "default"]
+    folders.append(bundled().parent)
+    sizes = [(folder / "model.safetensors").stat().st_size for folder in folders]
     assert len(sizes) == 3 + len(engine.experts) and sum(sizes) < 50 * 2**20  # for the wheel
     for model in (engine.default, *engine.experts.values()):
         assert model.model.config.parameter_count() > 1_000_000
