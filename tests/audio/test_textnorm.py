@@ -34,6 +34,7 @@ from quicksilver.audio.textnorm import int_to_words, normalize_text, ordinal_to_
         ("v 1.2.3", "v one dot two dot three"),
         # letters counted, not hours, liters or seconds; units written as units still are
         ("There is 1 H in kitchen.", "There is one H in kitchen."),
+        ("Kitchen has 1 H.", "Kitchen has one H."),
         (
             "There are 2 L's in hello, 3 S’s in sass.",
             "There are two L's in hello, three S’s in sass.",
