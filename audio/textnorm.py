@@ -146,7 +146,7 @@ def _unit(match: re.Match[str]) -> str:
     if unit == "m" and match.group(2) == "M":
         return match.group(0)  # "5M" is more likely millions than meters; leave it
     if len(unit) == 1 and match.group(2).isupper() and match.group(0)[len(number)].isspace():
-        return match.group(0)  # "There is 1 H in kitchen": a letter, not an hour
+        return match.group(0)  # "Kitchen has 1 H.": a letter counted, not an hour
     singular, plural = _UNITS[unit]
     return f"{number_to_words(number)} {plural if _plural(number) else singular}"
 

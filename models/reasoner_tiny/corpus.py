@@ -242,12 +242,14 @@ def letter_count(rng: random.Random, held_out: bool, word: str | None = None) ->
         count += ch == letter
         steps.append(f"{ch}{count}")
     question = _phrase(rng, held_out, COUNT_PHRASES).format(l=letter, w=word)
+    # the word first, as a word's length answers ("Library has 7 letters."): the number
+    # and the word sit on the same canvas positions in both kinds
     if count == 0:
-        answer = f"There are no {letter.upper()}'s in {word}."
+        answer = f"{word.capitalize()} has no {letter.upper()}'s."
     elif count == 1:
-        answer = f"There is 1 {letter.upper()} in {word}."
+        answer = f"{word.capitalize()} has 1 {letter.upper()}."
     else:
-        answer = f"There are {count} {letter.upper()}'s in {word}."
+        answer = f"{word.capitalize()} has {count} {letter.upper()}'s."
     return Item(
         "letter count", transcript(question, rng), f"{letter}: {' '.join(steps)} → {count}", answer
     )
@@ -255,13 +257,18 @@ def letter_count(rng: random.Random, held_out: bool, word: str | None = None) ->
 
 def _word_length(rng: random.Random, held_out: bool, word: str) -> Item:
     """ "how many letters are in elephant": every letter counted, as a letter count
-    counts the asked one (``e1 l2 e3 … t8 → 8``)."""
+    counts the asked one (``_: e1 l2 e3 … t8 → 8``).
+
+    The two kinds share the expert and its canvas, so they share its positions too: the
+    reasoning names no letter in the one-token field where a count names its letter,
+    and both kinds answer word first ("Elephant has 8 letters.", "Elephant has 2 E's."),
+    so each letter counted and the number answered sit where the other kind puts them."""
     question = _phrase(rng, held_out, LENGTH_PHRASES).format(w=word)
     counted = " ".join(f"{letter}{n}" for n, letter in enumerate(word, 1))
     return Item(
         "letter count",
         transcript(question, rng),
-        f"letters: {counted} → {len(word)}",
+        f"_: {counted} → {len(word)}",
         f"{word.capitalize()} has {len(word)} letters.",
     )
 

@@ -15,7 +15,7 @@ FOLDER = confidence.HERE
 RIGHT = {"what is 2 plus 2": "2 plus 2 is 4.", "thank you": "You're welcome!"}
 # Held-out phrasings it answers wrong ("There is 1 L in committee."), with the right answer
 WRONG = {
-    "count the letter e in committee": "There are 2 E's in committee.",
+    "count the letter e in committee": "Committee has 2 E's.",
     "is 19.2 greater than 20.3": "No, 19.2 is smaller than 20.3.",
 }
 

@@ -7,6 +7,7 @@ import datetime as dt
 import random
 import re
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import torch
@@ -463,16 +464,46 @@ def test_how_many_letters_a_word_has_is_counted_letter_by_letter():
     asks a word's length, every letter numbered in the reasoning."""
     for held_out in (False, True):
         items = [corpus.letter_count(random.Random(seed), held_out) for seed in range(400)]
-        lengths = [item for item in items if item.thinking.startswith("letters: ")]
+        lengths = [item for item in items if item.thinking.startswith("_: ")]
         assert 0.15 < len(lengths) / len(items) < 0.35
         phrasings = corpus.LENGTH_PHRASES[held_out]
         for item in lengths:
             word = item.answer.split(" has ")[0].lower()
             assert item.answer == f"{word.capitalize()} has {len(word)} letters.", item
             counted = " ".join(f"{letter}{n}" for n, letter in enumerate(word, 1))
-            assert item.thinking == f"letters: {counted} → {len(word)}", item
+            assert item.thinking == f"_: {counted} → {len(word)}", item
             question = normalise_spoken(item.question)
             assert any(re.search(p.format(w=word), question) for p in phrasings), item
+
+
+def test_a_word_length_and_a_letter_count_share_their_canvas_positions():
+    """One expert answers both kinds on one canvas. When a length's reasoning named its
+    field "letters: " (nine tokens against a count's three), every letter counted sat six
+    positions from where a count puts it, and the expert mixed the two ("lets0 p0 s1 p2
+    i3"); answers in two frames ("There is 1 A in library.", "Library has 7 letters.")
+    collided the same way ("Libra a hetterrty."). So each counted letter, the asked word
+    and the number answered sit on the same tokens in both kinds."""
+    tokenizer = Tokenizer.from_file(Path(corpus.__file__).parent / "tokenizer.json")
+    rng = random.Random(5)
+    for word in ("drum", "library", "apple", "ox"):
+        items = [corpus.letter_count(rng, False, word) for _ in range(60)]
+        lengths = [item for item in items if item.thinking.startswith("_: ")]
+        counts = [item for item in items if item not in lengths and " has no " not in item.answer]
+        assert lengths and counts, word
+        for length, count in zip(lengths, counts, strict=False):
+            length_ids, count_ids = map(tokenizer.encode, (length.thinking, count.thinking))
+            assert len(length_ids) == len(count_ids), (length, count)
+            letters = slice(3, 3 * len(word) + 1, 3)  # "x: " then "l1 " a letter
+            assert tokenizer.decode(length_ids[letters]).replace(" ", "") == word
+            assert length_ids[letters] == count_ids[letters], (length, count)
+            # the word, then its number: "Drum has 4 letters.", "Drum has 1 R."
+            before = len(tokenizer.encode(f"{word.capitalize()} has "))
+            answers = [tokenizer.encode(item.answer) for item in (length, count)]
+            assert answers[0][:before] == answers[1][:before], (length, count)
+            assert [tokenizer.decode([ids[before]]) for ids in answers] == [
+                length.thinking.split()[-1],
+                count.thinking.split()[-1],
+            ], (length, count)
 
 
 def test_every_held_out_phrasing_asks_in_words_training_knows():

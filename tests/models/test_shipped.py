@@ -55,7 +55,7 @@ ANSWERS = {
     "is 9 less than 2": "No, 9 is bigger than 2.",  # yes or no about "less"
     "how many minutes is 180 seconds": "180 seconds is 3 minutes.",  # into the bigger unit
     "is 5 greater than 3": "Yes, 5 is bigger than 3.",  # "greater" in yes or no
-    "count the letter r in spider": "There is 1 R in spider.",  # not a word's length
+    "count the letter r in spider": "Spider has 1 R.",  # not a word's length
     "tell me how many letters forest has": "Forest has 6 letters.",  # "has" is no operand
     "what day is it today": "Today is Monday, November 30, 2026.",
     "what date is it": "Today is Monday, November 30, 2026.",  # a held-out phrasing
