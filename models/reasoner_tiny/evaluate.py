@@ -116,13 +116,17 @@ VALUE = "wrong value"  # the right kind of sentence with a slip in it: a digit, 
 
 
 def miss_kind(wanted: str, got: str) -> str:
-    """Why a wrong answer is wrong, by its first two words, numbers aside: ``FRAME``
+    """Why a wrong answer is wrong, by its first two words written in lower case: ``FRAME``
     when they differ from the expected answer's ("66 is smaller" for "283 is bigger", a
     refusal: the wording was not understood, and more steps will not help), ``VALUE``
-    when they agree ("Tomorrow is Thursday" for "Tomorrow is Tuesday": a slip)."""
+    when they agree ("Tomorrow is Thursday" for "Tomorrow is Tuesday": a slip).
+
+    Numbers and capitalised words are values, not frame: the asked word that opens
+    "Committee has 2 E's." (miscopied "Committe has 2 E's.", a slip), a weekday, a
+    letter, "Yes" or "No"."""
 
     def frame(text: str) -> list[str]:
-        return re.findall(r"[a-z']+", text.lower())[:2]
+        return re.findall(r"(?<![\w'])[a-z][a-z']*", text)[:2]
 
     return FRAME if frame(wanted) != frame(got) else VALUE
 

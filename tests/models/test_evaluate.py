@@ -23,7 +23,9 @@ REFUSAL = "Sorry, I can't answer that yet. I can do arithmetic, spell words, com
         ("94 times 29 is 2726.", "", FRAME),
         ("The first letter of drum is D.", "The last letter of drum is M.", FRAME),
         ("94 times 29 is 2726.", "94 times 29 is 2616.", VALUE),
-        ("There are no X's in committee.", "There are no X's in committe.", VALUE),
+        ("Committee has no X's.", "Committe has no X's.", VALUE),  # the word's copy
+        ("Forest has 6 letters.", "Forest has 6 E's.", FRAME),  # a length read as a count
+        ("Yes, 5 is bigger than 3.", "No, 5 is bigger than 3.", VALUE),
         ("Tomorrow is Tuesday, March 30, 2083.", "Tomorrow is Thursday, March 30, 2083.", VALUE),
     ],
 )
