@@ -149,9 +149,14 @@ class Voice:
         volume: float = 1.0,
         use_cuda: bool = False,
         threads: int = 0,
+        noise_scale: float | None = None,
+        noise_w_scale: float | None = None,
     ) -> None:
         """``threads``: onnxruntime's intra-op threads (0: its default, one per core), so
-        that Piper sharing a small CPU with Whisper and the engine takes only its share."""
+        that Piper sharing a small CPU with Whisper and the engine takes only its share.
+        ``noise_scale`` and ``noise_w_scale`` (Piper's options; None: the voice's own):
+        the random variation of the sound and of each phoneme's length; at 0 the same text
+        is spoken the same way every time."""
         import onnxruntime
         from piper import PiperConfig, PiperVoice, SynthesisConfig
 
@@ -159,6 +164,9 @@ class Voice:
             raise ValueError(f"speaking rate must be between 0.25 and 4 (got {rate})")
         if not 0.0 <= volume <= 2.0:
             raise ValueError(f"volume must be between 0 and 2 (got {volume})")
+        for name, noise in (("noise_scale", noise_scale), ("noise_w_scale", noise_w_scale)):
+            if noise is not None and not 0.0 <= noise <= 2.0:
+                raise ValueError(f"{name} must be between 0 and 2 (got {noise})")
         model = resolve_voice(voice)
         config = Path(f"{model}.json")
         if not config.is_file():
@@ -183,7 +191,12 @@ class Voice:
         except Exception as error:  # onnxruntime and json raise many kinds
             raise ValueError(f"could not load the Piper voice {model}: {error}") from error
         base = self._piper.config.length_scale
-        self._config = SynthesisConfig(length_scale=base / rate, volume=volume)
+        self._config = SynthesisConfig(
+            length_scale=base / rate,
+            noise_scale=noise_scale,
+            noise_w_scale=noise_w_scale,
+            volume=volume,
+        )
         self.name = model.stem
         self.sample_rate: int = self._piper.config.sample_rate
         self._lock = threading.Lock()

@@ -73,6 +73,17 @@ def test_rate_and_volume():
         Voice(volume=-1)
 
 
+def test_without_noise_the_same_text_sounds_the_same(voice):
+    """Piper samples its sound and phoneme lengths: a test that judges one utterance (a
+    turn detector's verdict) needs the same speech every run."""
+    steady = Voice(noise_scale=0.0, noise_w_scale=0.0)
+    text = "Thank you."
+    assert np.array_equal(steady.speak(text), steady.speak(text))
+    assert not np.array_equal(voice.speak(text), voice.speak(text))  # the voice's own noise
+    with pytest.raises(ValueError, match="noise_w_scale"):
+        Voice(noise_w_scale=-0.1)
+
+
 def test_unknown_voice_is_explained(tmp_path):
     with pytest.raises(FileNotFoundError, match="download_voices"):
         resolve_voice("xx_XX-nobody-low")

@@ -17,6 +17,15 @@ def piper(voice, text: str) -> np.ndarray:
     return resample(voice.speak(text), voice.sample_rate, 16000)
 
 
+@pytest.fixture(scope="module")
+def voice():
+    """Piper without its noise, the same speech every run: with it, "Thank you." scored
+    0.80-0.98 finished by the reference analyzer, and one run in many fell below 0.8."""
+    from quicksilver.audio.tts import Voice
+
+    return Voice(noise_scale=0.0, noise_w_scale=0.0)
+
+
 @pytest.mark.parametrize(
     "transcript",
     ["What is 17 times", "Which number is larger, 15 or", "What is two hundred and",
@@ -61,7 +70,6 @@ def test_features_and_verdicts_match_pipecats_own_analyzer(smart_turn, espeak, v
         ours = smart_turn.features(speech)
         np.testing.assert_allclose(ours, compute_whisper_log_mel_features(padded), atol=1e-4)
     # the model is quantised: a verdict near 0.5 can flip on rounding, a clear one cannot
-    # (Piper's speech varies from run to run: "Thank you." scored 0.92-0.98 in 20 runs)
     expected = reference._predict_endpoint(speech)["probability"]
     assert expected > 0.8 and smart_turn.probability(speech) == pytest.approx(expected, abs=1e-3)
 
