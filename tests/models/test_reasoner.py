@@ -7,12 +7,12 @@ import datetime as dt
 import random
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import torch
 from quicksilver.engine import Engine, Tokenizer
 from quicksilver.engine.train import EncodedData, TrainConfig, train
+from quicksilver.models import reasoner_tiny_routed_folder
 from quicksilver.models.reasoner_tiny import corpus
 from quicksilver.models.reasoner_tiny.corpus import (
     ARITHMETIC,
@@ -483,7 +483,8 @@ def test_a_word_length_and_a_letter_count_share_their_canvas_positions():
     i3"); answers in two frames ("There is 1 A in library.", "Library has 7 letters.")
     collided the same way ("Libra a hetterrty."). So each counted letter, the asked word
     and the number answered sit on the same tokens in both kinds."""
-    tokenizer = Tokenizer.from_file(Path(corpus.__file__).parent / "tokenizer.json")
+    expert = reasoner_tiny_routed_folder() / "experts" / "letters"  # the one that answers
+    tokenizer = Tokenizer.from_file(expert / "tokenizer.json")
     rng = random.Random(5)
     for word in ("drum", "library", "apple", "ox"):
         items = [corpus.letter_count(rng, False, word) for _ in range(60)]
