@@ -33,7 +33,7 @@ import random
 import shutil
 import sys
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -60,7 +60,7 @@ from .corpus import (
     training_items,
     with_swapped_framing,
 )
-from .train import start_from
+from .train import skill_weights, start_from
 
 log = logging.getLogger(__name__)
 
@@ -120,17 +120,22 @@ def router_from(run: str | Path) -> Engine:
 
 
 def routing_examples(
-    count: int, seed: int, drop_words: float = 0.0, known_framing: float = 0.0
+    count: int,
+    seed: int,
+    drop_words: float = 0.0,
+    known_framing: float = 0.0,
+    weights: Mapping[str, float] | None = None,
 ) -> list[Example]:
     """The training corpus's questions (the same mix, augmentations and earlier
-    exchanges), each answered with its family's name and no reasoning; ``drop_words``:
+    exchanges), each answered with its family's name and no reasoning; ``weights``
+    overrides some skills' shares of the mix (``SKILLS``); ``drop_words``:
     the share of questions that lose a word (:func:`with_dropped_words`);
     ``known_framing``: the share of conversion and calendar questions, after that, one
     of whose framing words becomes a word that asks for no skill (as
     :func:`~.corpus.training_items` does for the experts; a router that names
     conversions by their frames sent "change 54 meters into millimeters" to the general
     model)."""
-    items = training_items(count, seed)
+    items = training_items(count, seed, weights=weights)
     items = with_dropped_words(items, random.Random(f"dropped words:{seed}"), drop_words)
     if known_framing:
         rng = random.Random(f"known framing:{seed}")
@@ -393,10 +398,16 @@ def main(argv: list[str] | None = None) -> int:
         "--known-framing", type=float, default=0.0,
         help="share of conversion and calendar questions with a framing word swapped",
     )  # fmt: skip
+    parser.add_argument(
+        "--weight", action="append", default=[], metavar="SKILL=SHARE",
+        help="a skill's share of the mix in place of its corpus weight (repeatable)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     engine = router_from(args.init_from) if args.init_from else build_router(args.like, args.seed)
-    examples = routing_examples(args.examples, args.seed, args.drop_words, args.known_framing)
+    examples = routing_examples(
+        args.examples, args.seed, args.drop_words, args.known_framing, skill_weights(args.weight)
+    )
     data = encoded(engine, examples)
     config = TrainConfig(
         steps=args.steps,

@@ -39,6 +39,20 @@ def test_examples_answer_with_the_family_name_only():
     assert follow_ups  # earlier exchanges, as in the assistant's memory
 
 
+def test_a_skill_weight_changes_the_routing_mix():
+    """``--weight`` gives a skill another share of the router's questions, as it does an
+    expert's: the chat a continued router drifts away from can be given more room."""
+
+    def default_share(**weights: float) -> float:
+        examples = router.routing_examples(600, seed=3, weights=weights)
+        return sum(example.answer == "default" for example in examples) / len(examples)
+
+    plain, more_chat = default_share(), default_share(conversation=8.0)
+    assert plain < 0.2 and more_chat > 2 * plain
+    # what is left is arithmetic with its operation swapped for an unknown word: refused
+    assert default_share(conversation=0.0, **{"out of scope": 0.0}) < plain / 2
+
+
 @pytest.fixture(scope="module")
 def fresh_router(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("router")
