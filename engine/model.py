@@ -19,6 +19,8 @@ the sampler skips canvas positions it has already committed.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from copy import deepcopy
 from dataclasses import asdict, dataclass, fields, replace
 
 import torch
@@ -343,6 +345,30 @@ class Transformer(nn.Module):
         self.embed.num_embeddings = self.config.vocab_size
         self.lm_head.out_features = self.config.vocab_size
         self.tie_weights()
+
+    def deepen(self, after: Sequence[int]) -> None:
+        """Insert a copy of block ``i`` right after it, for each ``i`` in ``after``, with
+        the copy's two output projections zeroed.
+
+        A zeroed projection adds nothing to the residual stream, so the deeper model
+        computes exactly what this one did: training goes on from the same answers with
+        more layers of room, where a fresh deeper model would start from nothing. The copy's
+        attention and feed-forward weights give the new layer a useful first gradient.
+        """
+        if any(not 0 <= i < self.config.n_layers for i in after):
+            raise ValueError(f"blocks are 0..{self.config.n_layers - 1}, not {list(after)}")
+        blocks = []
+        for i, block in enumerate(self.blocks):
+            blocks.append(block)
+            for _ in range(list(after).count(i)):
+                copy = deepcopy(block)
+                nn.init.zeros_(copy.attn.o_proj.weight)
+                nn.init.zeros_(copy.mlp.down_proj.weight)
+                blocks.append(copy)
+        for layer, block in enumerate(blocks):
+            block.attn.layer = layer  # its slot in the KV cache
+        self.blocks = nn.ModuleList(blocks)
+        self.config = replace(self.config, n_layers=len(blocks))
 
     def init_weights(self, generator: torch.Generator | None = None) -> None:
         """Normal(0, 0.02) weights, output projections scaled by depth (GPT-2 style)."""

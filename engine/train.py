@@ -109,6 +109,10 @@ class TrainConfig:
     # hardware whose speed is not known ahead ends with a fully decayed rate. Such a
     # run is not resumable step for step.
     decay_over_time_limit: bool = False
+    # Where the weights and the data came from (a starting checkpoint, the corpus's
+    # options), as the caller states it; written to training.json with the rest so the
+    # run can be made again and a model card can say what it continued
+    origin: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1:

@@ -427,8 +427,19 @@ def trained(folder: Path) -> str:
         f"its last run {run.get('step', '?')} steps of batch {run.get('batch_size', '?')}, "
         f"peak learning rate {run.get('lr', '?')}, seed {run.get('seed', '?')}, on "
         f"{run.get('hardware', 'CPU')}"
+        + continued_clause(run.get("origin") or {})
         + (f", then {blend_clause(run['blend'])}" if run.get("blend") else "")
     )
+
+
+def continued_clause(origin: dict) -> str:
+    """What a run continued, as its ``training.json`` records it (runs before the record
+    existed say nothing)."""
+    if "init_from" not in origin:
+        return ""
+    deepened = origin.get("deepened_by")
+    layers = f" with {deepened} layer{'s' if deepened != 1 else ''} added" if deepened else ""
+    return f", continuing `{origin['init_from']}`{layers}"
 
 
 def sampler_sentence(engine: RoutedEngine, per_skill: int, linked_default: str | None) -> str:

@@ -108,10 +108,16 @@ def _encode(chunk: Sequence[Example], tokenizer: Tokenizer, max_seq_len: int) ->
 
 
 def start_from(
-    run: str | Path, grow_vocabulary: bool = False, preparation: str | None = None
+    run: str | Path,
+    grow_vocabulary: bool = False,
+    preparation: str | None = None,
+    deepen: int = 0,
 ) -> Engine:
     """Another run's weights and tokenizer, in float32, to train with a fresh schedule;
-    ``preparation``: the run learns to read prompts prepared this way instead.
+    ``preparation``: the run learns to read prompts prepared this way instead;
+    ``deepen``: that many more layers, each a copy of one of the run's own spread over its
+    depth that starts by adding nothing (:meth:`engine.model.Transformer.deepen`), so the
+    run goes on from the same answers with more room.
 
     Its tokenizer stays even when the corpus's vocabulary has changed since (new phrasings
     add words): a word it does not keep whole reaches the model spelled out, as any word
@@ -120,10 +126,19 @@ def start_from(
     keeping its id, so the run can take up new phrasings without a fresh start.
     """
     engine = Engine.load(run, device="auto", dtype=torch.float32)
+    if deepen:
+        engine.model.deepen(spread(deepen, engine.model.config.n_layers))
     if preparation is not None:
         tokenizer = engine.tokenizer.with_preparation(preparation)
         engine = Engine(engine.model, tokenizer, engine.sampler, unsure_below=engine.unsure_below)
     return engine.with_words(vocabulary()) if grow_vocabulary else engine
+
+
+def spread(n: int, layers: int) -> list[int]:
+    """``n`` of ``layers`` block indices, evenly over the depth and ending at the last."""
+    if not 1 <= n <= layers:
+        raise ValueError(f"a model of {layers} layers deepens by 1 to {layers} at a time, not {n}")
+    return [(k + 1) * layers // n - 1 for k in range(n)]
 
 
 def skill_weights(pairs: Sequence[str]) -> dict[str, float]:
@@ -140,6 +155,24 @@ def skill_weights(pairs: Sequence[str]) -> dict[str, float]:
         if not weights[name] >= 0:
             raise ValueError(f"a share is 0 or more, not {pair!r}")
     return weights
+
+
+def origin(args: argparse.Namespace, weights: Mapping[str, float]) -> dict[str, object]:
+    """What a run starts from and the corpus it reads, for its ``training.json``."""
+    record: dict[str, object] = {
+        "examples": args.examples,
+        "skill_weights": dict(weights),
+        "known_framing": args.known_framing,
+    }
+    if args.init_from:
+        record["init_from"] = str(args.init_from)
+        changes = {
+            "deepened_by": args.deepen,
+            "grown_vocabulary": args.grow_vocabulary,
+            "preparation": args.preparation,
+        }
+        record.update({name: value for name, value in changes.items() if value})
+    return record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,6 +233,14 @@ def main(argv: list[str] | None = None) -> int:
         "its own (a registered name, e.g. reasoner-tiny-letters)",
     )
     parser.add_argument(
+        "--deepen",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --init-from: N more layers, copies of that run's own that start by "
+        "adding nothing, so training goes on from its answers with more room",
+    )
+    parser.add_argument(
         "--weight",
         action="append",
         default=[],
@@ -229,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if value is not None
     }
+    if args.deepen and not args.init_from:
+        parser.error("--deepen grows --init-from RUN; a fresh run takes --layers")
     if args.preparation and not args.init_from:
         parser.error(f"--preparation changes --init-from RUN's; a fresh run reads {PREPARATION}")
     if shape and args.init_from:
@@ -242,7 +285,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     if args.init_from:
-        engine = start_from(args.init_from, args.grow_vocabulary, args.preparation)
+        try:
+            engine = start_from(args.init_from, args.grow_vocabulary, args.preparation, args.deepen)
+        except ValueError as error:
+            parser.error(str(error))
     else:
         engine = build_engine(args.seed, **shape)
     if args.encoded and all(path.is_file() for path in args.encoded):
@@ -273,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         length_buckets=True,
         suffix_mask_share=args.suffix_mask_share,
         decay_over_time_limit=args.decay_over_minutes,
+        origin=origin(args, weights),
     )
     result = train(engine, data, config)
     print(f"step {result.steps}/{args.steps}, {result.tokens / result.seconds:,.0f} tokens/s")

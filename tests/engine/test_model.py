@@ -118,6 +118,32 @@ def test_causal_kv_cache_decoding_matches_a_full_causal_pass(options):
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
 
 
+def test_a_deepened_model_computes_what_it_did_and_its_new_layers_train():
+    """Copies of blocks with their output projections zeroed add nothing, on a full pass
+    and through the KV cache (each block keeps its own cache slot); the first gradient
+    step makes them count."""
+    config = tiny_config()
+    model = build(config)
+    x = tokens(20)
+    before = model(x)
+    model.deepen([0, 1, 1])
+    assert model.config.n_layers == 5 == len(model.blocks)
+    assert [block.attn.layer for block in model.blocks] == [0, 1, 2, 3, 4]
+    torch.testing.assert_close(model(x), before, atol=1e-6, rtol=1e-6)
+    cache = KVCache(model.config, 1, 20, "cpu", torch.float32)
+    steps = [model(x[:, :8], causal=True, cache=cache)]
+    steps += [model(x[:, i : i + 1], start=i, causal=True, cache=cache) for i in range(8, 20)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), model(x, causal=True), atol=1e-5, rtol=1e-5)
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(x).logsumexp(-1).mean().backward()
+    optimizer.step()
+    assert model.blocks[1].attn.o_proj.weight.abs().sum() > 0  # a copy, no longer silent
+    assert not torch.allclose(model(x), before)
+    with pytest.raises(ValueError, match=r"blocks are 0\.\.4"):
+        model.deepen([5])
+
+
 def test_exact_prompt_cache_gives_the_same_logits():
     config = tiny_config(prompt_sees_reply=False)
     model = build(config)

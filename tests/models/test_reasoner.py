@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import random
 import re
 from collections import Counter
@@ -13,7 +14,7 @@ import torch
 from quicksilver.engine import Engine, Tokenizer
 from quicksilver.engine.train import EncodedData, TrainConfig, train
 from quicksilver.models import reasoner_tiny_routed_folder
-from quicksilver.models.reasoner_tiny import corpus
+from quicksilver.models.reasoner_tiny import corpus, ship
 from quicksilver.models.reasoner_tiny.corpus import (
     ARITHMETIC,
     OPERATION_WORDS,
@@ -37,6 +38,7 @@ from quicksilver.models.reasoner_tiny.train import (
     encoded_corpus,
     examples,
     skill_weights,
+    spread,
     start_from,
 )
 from quicksilver.models.reasoner_tiny.train import main as train_main
@@ -676,6 +678,40 @@ def test_a_fresh_run_takes_its_shape_from_the_command_line(tmp_path, capsys):
     with pytest.raises(SystemExit):
         train_main(["--init-from", str(run), "--layers", "6", "--out", str(tmp_path / "x")])
     assert "--init-from keeps its run's" in capsys.readouterr().err
+
+
+def test_a_continued_run_can_be_deepened_and_resumes_at_its_new_depth(tmp_path, capsys):
+    """``--deepen N`` adds N layers spread over the run's depth that start by adding
+    nothing: the deepened run answers as the one it continues until it trains, and a
+    resumed run rebuilds the same depth before its trainer state is read back."""
+    assert spread(1, 4) == [3] and spread(2, 4) == [1, 3] and spread(3, 3) == [0, 1, 2]
+    with pytest.raises(ValueError, match="by 1 to 2 at a time"):
+        spread(3, 2)
+    build_engine(5, d_model=32, n_layers=2, n_heads=2).save(tmp_path / "trained")
+    shallow, deep = start_from(tmp_path / "trained"), start_from(tmp_path / "trained", deepen=1)
+    assert deep.model.config.n_layers == 3
+    x = torch.randint(0, 50, (1, 30))
+    torch.testing.assert_close(deep.model(x), shallow.model(x), atol=1e-5, rtol=1e-5)
+
+    run = tmp_path / "deep"
+    budget = ["--examples", "120", "--workers", "1", "--save-every", "0", "--lr", "1e-3"]
+    common = ["--init-from", str(tmp_path / "trained"), "--deepen", "1", "--out", str(run)]
+    assert train_main([*common, *budget, "--steps", "2"]) == 0
+    assert Engine.load(run).model.config.n_layers == 3
+    assert train_main([*common, *budget, "--steps", "4"]) == 0  # resumes at step 2
+    record = json.loads((run / "training.json").read_text())
+    assert record["step"] == 4
+    assert record["origin"] == {
+        "examples": 120,
+        "skill_weights": {},
+        "known_framing": 0.0,
+        "init_from": str(tmp_path / "trained"),
+        "deepened_by": 1,
+    }
+    assert ship.trained(run).endswith(f"continuing `{tmp_path / 'trained'}` with 1 layer added")
+    with pytest.raises(SystemExit):
+        train_main(["--deepen", "1", "--out", str(tmp_path / "x")])
+    assert "--deepen grows --init-from RUN" in capsys.readouterr().err
 
 
 def test_skill_weights_shift_the_mix_and_unknown_skills_are_refused():
