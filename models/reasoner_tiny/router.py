@@ -420,6 +420,13 @@ def main(argv: list[str] | None = None) -> int:
         time_limit_s=args.minutes * 60 if args.minutes else None,
         checkpoint_dtype="float16",
         length_buckets=True,
+        origin={
+            "examples": args.examples,
+            "skill_weights": skill_weights(args.weight),
+            "drop_words": args.drop_words,
+            "known_framing": args.known_framing,
+            **({"init_from": str(args.init_from)} if args.init_from else {}),
+        },
     )
     result = train(engine, data, config)
     print(f"step {result.steps}/{args.steps}")

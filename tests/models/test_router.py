@@ -237,3 +237,22 @@ def test_a_router_can_start_from_the_general_model():
     assert engine.tokenizer.fingerprint() == shipped.tokenizer.fingerprint()
     assert (engine.sampler.steps, engine.sampler.max_new_tokens) == (1, router.CANVAS)
     assert engine.unsure_below is None and engine.model.config == shipped.model.config
+
+
+def test_a_router_run_records_what_it_continued_and_its_mix(tmp_path, capsys):
+    """The run's ``training.json`` says what it started from and how its questions were
+    drawn, so the card can say it and the run can be made again."""
+    out = tmp_path / "router"
+    argv = ["--init-from", str(SHIPPED), "--out", str(out), "--steps", "2", "--examples", "200"]
+    argv += ["--per-skill", "1", "--drop-words", "0.3", "--weight", "conversation=2.5"]
+    assert router.main(argv) == 0
+    record = json.loads((out / "training.json").read_text())
+    assert record["step"] == 2
+    assert record["origin"] == {
+        "examples": 200,
+        "skill_weights": {"conversation": 2.5},
+        "drop_words": 0.3,
+        "known_framing": 0.0,
+        "init_from": str(SHIPPED),
+    }
+    assert "family" in capsys.readouterr().out  # the routing report of the trained router
