@@ -19,6 +19,7 @@ the sampler skips canvas positions it has already committed.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from copy import deepcopy
 from dataclasses import asdict, dataclass, fields, replace
@@ -357,10 +358,10 @@ class Transformer(nn.Module):
         """
         if any(not 0 <= i < self.config.n_layers for i in after):
             raise ValueError(f"blocks are 0..{self.config.n_layers - 1}, not {list(after)}")
-        blocks = []
+        copies, blocks = Counter(after), []
         for i, block in enumerate(self.blocks):
             blocks.append(block)
-            for _ in range(list(after).count(i)):
+            for _ in range(copies[i]):
                 copy = deepcopy(block)
                 nn.init.zeros_(copy.attn.o_proj.weight)
                 nn.init.zeros_(copy.mlp.down_proj.weight)

@@ -405,8 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     engine = router_from(args.init_from) if args.init_from else build_router(args.like, args.seed)
+    weights = skill_weights(args.weight)
     examples = routing_examples(
-        args.examples, args.seed, args.drop_words, args.known_framing, skill_weights(args.weight)
+        args.examples, args.seed, args.drop_words, args.known_framing, weights
     )
     data = encoded(engine, examples)
     config = TrainConfig(
@@ -422,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         length_buckets=True,
         origin={
             "examples": args.examples,
-            "skill_weights": skill_weights(args.weight),
+            "skill_weights": weights,
             "drop_words": args.drop_words,
             "known_framing": args.known_framing,
             **({"init_from": str(args.init_from)} if args.init_from else {}),
