@@ -16,6 +16,19 @@ cut the usual ratio ``t``, after it everything, so each token must also be predi
 from its left. Their end padding keeps the ratio ``t``, as the sampler settles padding
 early. Those rows weigh every masked token 1.
 
+The cut teaches a step from its left only when it falls just after that step: a step in
+the cut's clean part is still read back from the result the reasoning arrives at, the
+copy the cut was made against. A column sum of two digits the reasoning wrote (rather
+than the prompt's) is then never worked out: the arithmetic expert gets its product's
+tens column right 98% of the time when everything else is shown and 57% when the result
+is hidden, as it is at inference (``benchmarks.products``). ``TrainConfig``'s
+``result_hidden_share`` rows therefore hide the reply from its reasoning's last
+``result_marker`` (the ``→`` before the result) to the end and mask the rest at the
+usual ratio ``t``: every step before the result is masked now and then with the steps
+around it shown and the result not, as the sampler sees it once the steps before are
+committed. Hidden tokens weigh 1, the others ``1 / t``; a row without the marker is an
+ordinary uniform row.
+
 Batches are drawn from a generator seeded by ``(seed, step)``, so a run split into
 several resumed runs sees exactly the batches of one long run.
 
@@ -105,6 +118,8 @@ class TrainConfig:
     checkpoint_dtype: str | None = None  # e.g. "float16" to shrink saved weights
     length_buckets: bool = False  # batch replies of similar length (see EncodedData.sample)
     suffix_mask_share: float = 0.0  # rows masked from a random cut on (see module doc)
+    result_hidden_share: float = 0.0  # rows hidden from the result on (see module doc)
+    result_marker: str | None = None  # the token before a reasoning's result, e.g. " →"
     # Cosine decay spans time_limit_s rather than steps: a burst of fixed length on
     # hardware whose speed is not known ahead ends with a fully decayed rate. Such a
     # run is not resumable step for step.
@@ -119,8 +134,11 @@ class TrainConfig:
             raise ValueError("steps and batch_size must be at least 1")
         if self.lr <= 0:
             raise ValueError(f"lr must be positive, got {self.lr}")
-        if not 0.0 <= self.suffix_mask_share <= 1.0:
-            raise ValueError(f"suffix_mask_share must lie in [0, 1], got {self.suffix_mask_share}")
+        for name in ("suffix_mask_share", "result_hidden_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
+        if self.result_hidden_share and not self.result_marker:
+            raise ValueError("result_hidden_share needs the result_marker token")
         if self.decay_over_time_limit and not self.time_limit_s:
             raise ValueError("decay_over_time_limit needs time_limit_s")
 
@@ -303,9 +321,12 @@ def diffusion_loss(
     batch: Batch,
     generator: torch.Generator,
     suffix_mask_share: float = 0.0,
+    result_hidden_share: float = 0.0,
+    result_marker: str | None = None,
 ) -> torch.Tensor:
     """The masked-diffusion loss of one batch (see the module docstring)."""
-    masked, weights = noise_mask(batch, generator, suffix_mask_share)
+    marker = marker_id(engine, result_marker) if result_hidden_share else None
+    masked, weights = noise_mask(batch, generator, suffix_mask_share, result_hidden_share, marker)
     tokens = batch.tokens
     noisy = torch.where(masked, engine.tokenizer.mask_id, tokens)
     logits = engine.model(noisy, prompt_len=batch.prompt_lens)
@@ -314,8 +335,20 @@ def diffusion_loss(
     return (ce * weights[masked]).sum() / reply_positions
 
 
+def marker_id(engine: Engine, marker: str | None) -> int:
+    """The id of the one token ``marker`` encodes to; a clear error for any other."""
+    ids = engine.tokenizer.encode(marker or "")
+    if len(ids) != 1:
+        raise ValueError(f"the result marker {marker!r} must be one token, not {len(ids)}")
+    return ids[0]
+
+
 def noise_mask(
-    batch: Batch, generator: torch.Generator, suffix_mask_share: float = 0.0
+    batch: Batch,
+    generator: torch.Generator,
+    suffix_mask_share: float = 0.0,
+    result_hidden_share: float = 0.0,
+    result_marker_id: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Which positions of the batch to mask, and the loss weight of each position."""
     rows, width = batch.tokens.shape
@@ -327,7 +360,8 @@ def noise_mask(
     ratio = MIN_MASK_RATIO + (1 - MIN_MASK_RATIO) * uniform(rows)
     position = torch.arange(width, device=device).unsqueeze(0)
     is_reply = position >= batch.prompt_lens.unsqueeze(1)
-    masked = (uniform(rows, width) < ratio.unsqueeze(1)) & is_reply
+    at_ratio = (uniform(rows, width) < ratio.unsqueeze(1)) & is_reply
+    masked = at_ratio
     weights = (1.0 / ratio).unsqueeze(1).expand(rows, width)
     if suffix_mask_share > 0:
         ordered = (uniform(rows) < suffix_mask_share).unsqueeze(1)
@@ -336,6 +370,16 @@ def noise_mask(
         suffix = (position >= cut.unsqueeze(1)) & (position < batch.reply_ends.unsqueeze(1))
         masked = masked | (suffix & ordered)
         weights = torch.where(ordered, torch.ones_like(weights), weights)
+    if result_hidden_share > 0:  # drawn only when asked: other runs keep their batches
+        rows_hiding = (uniform(rows) < result_hidden_share).unsqueeze(1)
+        in_reply = is_reply & (position < batch.reply_ends.unsqueeze(1))
+        marks = (batch.tokens == result_marker_id) & in_reply
+        last_mark = torch.where(marks, position, -1).amax(dim=1)
+        start = torch.where(last_mark >= 0, last_mark, batch.reply_ends).unsqueeze(1)
+        hidden = (position >= start) & in_reply
+        masked = torch.where(rows_hiding, at_ratio | hidden, masked)
+        row_weights = torch.where(hidden, 1.0, (1.0 / ratio).unsqueeze(1).expand(rows, width))
+        weights = torch.where(rows_hiding, row_weights, weights)
     return masked, weights
 
 
@@ -392,7 +436,14 @@ def train(
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(config, step, time.perf_counter() - began)
             with autocast:
-                loss = diffusion_loss(engine, batch.to(device), noise, config.suffix_mask_share)
+                loss = diffusion_loss(
+                    engine,
+                    batch.to(device),
+                    noise,
+                    config.suffix_mask_share,
+                    config.result_hidden_share,
+                    config.result_marker,
+                )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)

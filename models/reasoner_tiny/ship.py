@@ -427,6 +427,11 @@ def trained(folder: Path) -> str:
         f"its last run {run.get('step', '?')} steps of batch {run.get('batch_size', '?')}, "
         f"peak learning rate {run.get('lr', '?')}, seed {run.get('seed', '?')}, on "
         f"{run.get('hardware', 'CPU')}"
+        + (
+            f", {run['result_hidden_share']:.0%} of its rows hidden from the result on"
+            if run.get("result_hidden_share")
+            else ""
+        )
         + continued_clause(run.get("origin") or {})
         + (f", then {blend_clause(run['blend'])}" if run.get("blend") else "")
     )

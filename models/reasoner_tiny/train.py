@@ -34,6 +34,7 @@ SHAPE = dict(d_model=192, n_layers=4, n_heads=4, max_seq_len=352, prompt_sees_re
 CANVAS = 135  # reply tokens: the corpus's longest reply, thinking and answer
 CHUNK = 10_000  # examples per encoding task
 PREPARATION = "reasoner-tiny-2"  # a fresh run's prompt preparation (prompt.py)
+RESULT_MARKER = " →"  # most reasoning formats end "→ result" (train.noise_mask)
 
 
 def build_engine(seed: int, tokenizer: Tokenizer | None = None, **shape) -> Engine:
@@ -199,6 +200,13 @@ def main(argv: list[str] | None = None) -> int:
         "not copied back from the answer",
     )
     parser.add_argument(
+        "--result-hidden-share",
+        type=float,
+        default=0.0,
+        help="share of rows hidden from the reasoning's result (its last →) on, the rest "
+        "masked at random, so each step is learnt from the steps around it",
+    )
+    parser.add_argument(
         "--encoded",
         type=Path,
         nargs="+",
@@ -287,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.init_from:
         try:
             engine = start_from(args.init_from, args.grow_vocabulary, args.preparation, args.deepen)
-        except ValueError as error:
+        except (FileNotFoundError, ValueError) as error:
             parser.error(str(error))
     else:
         engine = build_engine(args.seed, **shape)
@@ -318,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint_dtype="float16",
         length_buckets=True,
         suffix_mask_share=args.suffix_mask_share,
+        result_hidden_share=args.result_hidden_share,
+        result_marker=RESULT_MARKER,
         decay_over_time_limit=args.decay_over_minutes,
         origin=origin(args, weights),
     )

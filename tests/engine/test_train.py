@@ -10,6 +10,7 @@ from quicksilver.engine.train import (
     Example,
     TrainConfig,
     learning_rate,
+    marker_id,
     noise_mask,
     train,
 )
@@ -162,6 +163,41 @@ def test_without_suffix_masking_the_last_reply_token_is_often_visible():
     masked, _ = noise_mask(batch, torch.Generator().manual_seed(0), 0.0)
     last = masked[torch.arange(256), batch.reply_ends - 1].float().mean()
     assert 0.35 < float(last) < 0.65
+
+
+def test_result_hidden_rows_hide_the_reply_from_its_last_marker_on():
+    """A result-hidden row shows no token from its reasoning's last marker to the end of
+    its reply, and masks the tokens before it at the row's ratio (some shown, some not);
+    a row without the marker is masked as a uniform row."""
+    engine = Engine.random(tiny_config(max_seq_len=128), seed=0)
+    marker = marker_id(engine, "=")
+    examples = [
+        Example(f"question {i}", "so it is done", thinking="one two = three four = five six")
+        for i in range(48)
+    ] + [Example(f"plain {i}", "no marker in this reply at all") for i in range(16)]
+    data = EncodedData.build(engine, examples, reply_length=60)
+    batch = data.sample(64, torch.Generator().manual_seed(2), bucketed=False)
+    masked, weights = noise_mask(batch, torch.Generator().manual_seed(2), 0.0, 1.0, marker)
+    before_shown = before_hidden = plain_rows_shown = 0
+    for row in range(len(batch.tokens)):
+        prompt, end = int(batch.prompt_lens[row]), int(batch.reply_ends[row])
+        reply = batch.tokens[row, prompt:end].tolist()
+        hidden = masked[row, prompt:end].tolist()
+        assert not masked[row, :prompt].any()
+        if marker not in reply:
+            plain_rows_shown += not hidden[-1]  # uniform: the last token is often shown
+            continue
+        last = len(reply) - 1 - reply[::-1].index(marker)
+        assert all(hidden[last:])
+        assert bool((weights[row, prompt + last : end] == 1).all())
+        before_shown += hidden[:last].count(False)
+        before_hidden += hidden[:last].count(True)
+    assert before_shown > 100 and before_hidden > 100
+    assert plain_rows_shown > 0
+    with pytest.raises(ValueError, match="must be one token"):
+        marker_id(engine, "two tokens")
+    with pytest.raises(ValueError, match="needs the result_marker"):
+        TrainConfig(result_hidden_share=0.5)
 
 
 def test_an_encoded_corpus_survives_saving_and_joins_in_order(tmp_path):

@@ -390,6 +390,23 @@ def test_ordering_asks_small_numbers_as_well_as_two_digit_ones():
         assert mixed > 0.5 * len(lists)
 
 
+def test_training_asks_two_digit_products_more_often_than_the_held_out_draws():
+    """Two-digit × two-digit products, the only ones whose partial-product rows are both
+    three digits long, were a quarter of training's products and 23% right; training
+    now draws them in half (TWO_DIGIT_PRODUCT_SHARE), the held-out draws keep each
+    operand's length drawn alone, so the card measures what it measured before."""
+
+    def two_digit_share(held_out: bool) -> float:
+        rng = random.Random(5)
+        products = [corpus.multiplication(rng, held_out).answer for _ in range(2000)]
+        operands = [re.match(r"(\d+) times (\d+)", answer).groups() for answer in products]
+        return sum(len(a) == len(b) == 2 for a, b in operands) / len(operands)
+
+    expected = corpus.TWO_DIGIT_PRODUCT_SHARE + (1 - corpus.TWO_DIGIT_PRODUCT_SHARE) / 4
+    assert two_digit_share(held_out=False) == pytest.approx(expected, abs=0.04)
+    assert two_digit_share(held_out=True) == pytest.approx(0.25, abs=0.04)
+
+
 def test_a_yes_or_no_comparison_answers_the_direction_it_was_asked():
     """ "is 9 less than 2" was answered "Yes, 9 is bigger than 2.": training asked yes or
     no about "bigger" alone, so the model said yes to what it had not been asked. Asked
@@ -698,7 +715,7 @@ def test_a_continued_run_can_be_deepened_and_resumes_at_its_new_depth(tmp_path, 
     common = ["--init-from", str(tmp_path / "trained"), "--deepen", "1", "--out", str(run)]
     assert train_main([*common, *budget, "--steps", "2"]) == 0
     assert Engine.load(run).model.config.n_layers == 3
-    assert train_main([*common, *budget, "--steps", "4"]) == 0  # resumes at step 2
+    assert train_main([*common, *budget, "--steps", "4", "--result-hidden-share", "0.5"]) == 0
     record = json.loads((run / "training.json").read_text())
     assert record["step"] == 4
     assert record["origin"] == {
@@ -708,10 +725,17 @@ def test_a_continued_run_can_be_deepened_and_resumes_at_its_new_depth(tmp_path, 
         "init_from": str(tmp_path / "trained"),
         "deepened_by": 1,
     }
-    assert ship.trained(run).endswith(f"continuing `{tmp_path / 'trained'}` with 1 layer added")
+    assert record["result_hidden_share"] == 0.5 and record["result_marker"] == " →"
+    assert ship.trained(run).endswith(
+        f"50% of its rows hidden from the result on, continuing `{tmp_path / 'trained'}` "
+        "with 1 layer added"
+    )
     with pytest.raises(SystemExit):
         train_main(["--deepen", "1", "--out", str(tmp_path / "x")])
     assert "--deepen grows --init-from RUN" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # a mistyped run: the CLI's error, not a traceback
+        train_main(["--init-from", str(tmp_path / "trainde"), "--out", str(tmp_path / "x")])
+    assert "error: no checkpoint folder at" in capsys.readouterr().err
 
 
 def test_skill_weights_shift_the_mix_and_unknown_skills_are_refused():
