@@ -198,20 +198,8 @@ def subtraction(rng: random.Random, held_out: bool) -> Item:
     return Item("subtraction", transcript(question, rng), thinking, f"{a} minus {b} is {result}.")
 
 
-# Of training's products, the share drawn with two two-digit operands (a quarter when each
-# operand's length is drawn alone, as the held-out draws still are): only there are both
-# partial-product rows three digits long, and their column sums are what two-digit
-# products got wrong (23% of every 10..99 × 10..99 right, teacher-forced too).
-TWO_DIGIT_PRODUCT_SHARE = 0.5
-
-
 def multiplication(rng: random.Random, held_out: bool) -> Item:
-    def draw() -> tuple[int, int]:
-        if not held_out and rng.random() < TWO_DIGIT_PRODUCT_SHARE:
-            return rng.randint(10, 99), rng.randint(10, 99)
-        return _num(rng, 99), _num(rng, 99)
-
-    a, b = _pair(rng, held_out, "mul", draw)
+    a, b = _pair(rng, held_out, "mul", lambda: (_num(rng, 99), _num(rng, 99)))
     question = _phrase(rng, held_out, MUL_PHRASES).format(a=spoken(a, rng), b=spoken(b, rng))
     return Item(
         "multiplication",

@@ -390,23 +390,6 @@ def test_ordering_asks_small_numbers_as_well_as_two_digit_ones():
         assert mixed > 0.5 * len(lists)
 
 
-def test_training_asks_two_digit_products_more_often_than_the_held_out_draws():
-    """Two-digit × two-digit products, the only ones whose partial-product rows are both
-    three digits long, were a quarter of training's products and 23% right; training
-    now draws them in half (TWO_DIGIT_PRODUCT_SHARE), the held-out draws keep each
-    operand's length drawn alone, so the card measures what it measured before."""
-
-    def two_digit_share(held_out: bool) -> float:
-        rng = random.Random(5)
-        products = [corpus.multiplication(rng, held_out).answer for _ in range(2000)]
-        operands = [re.match(r"(\d+) times (\d+)", answer).groups() for answer in products]
-        return sum(len(a) == len(b) == 2 for a, b in operands) / len(operands)
-
-    expected = corpus.TWO_DIGIT_PRODUCT_SHARE + (1 - corpus.TWO_DIGIT_PRODUCT_SHARE) / 4
-    assert two_digit_share(held_out=False) == pytest.approx(expected, abs=0.04)
-    assert two_digit_share(held_out=True) == pytest.approx(0.25, abs=0.04)
-
-
 def test_a_yes_or_no_comparison_answers_the_direction_it_was_asked():
     """ "is 9 less than 2" was answered "Yes, 9 is bigger than 2.": training asked yes or
     no about "bigger" alone, so the model said yes to what it had not been asked. Asked
