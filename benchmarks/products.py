@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 from quicksilver.engine import Engine
-from quicksilver.models.reasoner_tiny.corpus import is_held_out
+from quicksilver.models.reasoner_tiny.corpus import is_held_out_value
 
 BATCH = 32
 
@@ -54,17 +54,13 @@ def pairs(low: int, high: int, every: int) -> list[tuple[int, int]]:
     return [(a, b) for a in range(low, high + 1) for b in range(a, high + 1)][::every]
 
 
-def held_out(a: int, b: int) -> bool:
-    return is_held_out(f"mul:{tuple(sorted((a, b), key=str))}")
-
-
 def tally(engine: Engine, asked: list[tuple[int, int]], unsure_below: float) -> Tally:
     result = Tally()
     for start in range(0, len(asked), BATCH):
         chunk = asked[start : start + BATCH]
         questions = [[{"role": "user", "content": f"what is {a} times {b}"}] for a, b in chunk]
         for (a, b), answer in zip(chunk, engine.answer_batch(questions), strict=True):
-            key = (f"{length_class(a)} × {length_class(b)}", held_out(a, b))
+            key = (f"{length_class(a)} × {length_class(b)}", is_held_out_value("mul", (a, b)))
             ok = answer.text.strip() == f"{a} times {b} is {a * b}."
             result.add(key, ok, caught=answer.confidence < unsure_below)
     return result

@@ -21,7 +21,7 @@ the cut's clean part is still read back from the result the reasoning arrives at
 copy the cut was made against. A column sum of two digits the reasoning wrote (rather
 than the prompt's) is then never worked out: the arithmetic expert gets its product's
 tens column right 98% of the time when everything else is shown and 57% when the result
-is hidden, as it is at inference (``benchmarks.products``). ``TrainConfig``'s
+is hidden, as it is at inference (BENCHMARKS.md, "Two-digit products"). ``TrainConfig``'s
 ``result_hidden_share`` rows therefore hide the reply from its reasoning's last
 ``result_marker`` (the ``→`` before the result) to the end and mask the rest at the
 usual ratio ``t``: every step before the result is masked now and then with the steps
@@ -322,11 +322,12 @@ def diffusion_loss(
     generator: torch.Generator,
     suffix_mask_share: float = 0.0,
     result_hidden_share: float = 0.0,
-    result_marker: str | None = None,
+    result_marker_id: int | None = None,
 ) -> torch.Tensor:
     """The masked-diffusion loss of one batch (see the module docstring)."""
-    marker = marker_id(engine, result_marker) if result_hidden_share else None
-    masked, weights = noise_mask(batch, generator, suffix_mask_share, result_hidden_share, marker)
+    masked, weights = noise_mask(
+        batch, generator, suffix_mask_share, result_hidden_share, result_marker_id
+    )
     tokens = batch.tokens
     noisy = torch.where(masked, engine.tokenizer.mask_id, tokens)
     logits = engine.model(noisy, prompt_len=batch.prompt_lens)
@@ -361,8 +362,8 @@ def noise_mask(
     position = torch.arange(width, device=device).unsqueeze(0)
     is_reply = position >= batch.prompt_lens.unsqueeze(1)
     at_ratio = (uniform(rows, width) < ratio.unsqueeze(1)) & is_reply
-    masked = at_ratio
-    weights = (1.0 / ratio).unsqueeze(1).expand(rows, width)
+    ratio_weights = (1.0 / ratio).unsqueeze(1).expand(rows, width)
+    masked, weights = at_ratio, ratio_weights
     if suffix_mask_share > 0:
         ordered = (uniform(rows) < suffix_mask_share).unsqueeze(1)
         reply_lens = (batch.reply_ends - batch.prompt_lens).clamp_min(1)
@@ -378,8 +379,7 @@ def noise_mask(
         start = torch.where(last_mark >= 0, last_mark, batch.reply_ends).unsqueeze(1)
         hidden = (position >= start) & in_reply
         masked = torch.where(rows_hiding, at_ratio | hidden, masked)
-        row_weights = torch.where(hidden, 1.0, (1.0 / ratio).unsqueeze(1).expand(rows, width))
-        weights = torch.where(rows_hiding, row_weights, weights)
+        weights = torch.where(rows_hiding, torch.where(hidden, 1.0, ratio_weights), weights)
     return masked, weights
 
 
@@ -419,6 +419,7 @@ def train(
     start = _resume(engine, optimizer, out_dir) if (out_dir and config.resume) else 0
     result = TrainResult(first_step=start, steps=start)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+    marker = marker_id(engine, config.result_marker) if config.result_hidden_share else None
     began = time.perf_counter()
     bar = tqdm(
         range(start, config.steps),
@@ -442,7 +443,7 @@ def train(
                     noise,
                     config.suffix_mask_share,
                     config.result_hidden_share,
-                    config.result_marker,
+                    marker,
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

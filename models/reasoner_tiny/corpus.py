@@ -1222,9 +1222,15 @@ def _pair(
     ``always_trained`` accepts are on the training side whatever their hash."""
     while True:
         value = draw()
-        key = tuple(sorted(value, key=str)) if skill in UNORDERED else value
-        if (is_held_out(f"{skill}:{key}") and not always_trained(value)) == held_out:
+        if (is_held_out_value(skill, value) and not always_trained(value)) == held_out:
             return value
+
+
+def is_held_out_value(skill: str, value: tuple) -> bool:
+    """Whether operands (numbers, a date offset) are held out for a skill's key ("mul":
+    either order is the same fact)."""
+    key = tuple(sorted(value, key=str)) if skill in UNORDERED else value
+    return is_held_out(f"{skill}:{key}")
 
 
 # Set while held-out items are drawn in training's phrasings (``held_out_set``).
