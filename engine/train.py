@@ -27,7 +27,11 @@ is hidden, as it is at inference (BENCHMARKS.md, "Two-digit products"). ``TrainC
 usual ratio ``t``: every step before the result is masked now and then with the steps
 around it shown and the result not, as the sampler sees it once the steps before are
 committed. Hidden tokens weigh 1, the others ``1 / t``; a row without the marker is an
-ordinary uniform row.
+ordinary uniform row. Hiding the whole answer as well costs the answer's copies from the
+question: it is then always learnt with the result unseen, and an arithmetic expert so
+trained wrote "88 times 2 is 162." for 81 times 2. With ``hide_whole_answer`` off the
+row hides the result only where the reply writes it: from the marker to the answer, and
+the result's repeats in the answer; the answer's other tokens keep the ratio ``t``.
 
 Batches are drawn from a generator seeded by ``(seed, step)``, so a run split into
 several resumed runs sees exactly the batches of one long run.
@@ -120,6 +124,7 @@ class TrainConfig:
     suffix_mask_share: float = 0.0  # rows masked from a random cut on (see module doc)
     result_hidden_share: float = 0.0  # rows hidden from the result on (see module doc)
     result_marker: str | None = None  # the token before a reasoning's result, e.g. " →"
+    hide_whole_answer: bool = True  # False: result-hidden rows hide only the result in it
     # Cosine decay spans time_limit_s rather than steps: a burst of fixed length on
     # hardware whose speed is not known ahead ends with a fully decayed rate. Such a
     # run is not resumable step for step.
@@ -323,10 +328,16 @@ def diffusion_loss(
     suffix_mask_share: float = 0.0,
     result_hidden_share: float = 0.0,
     result_marker_id: int | None = None,
+    answer_marker_id: int | None = None,
 ) -> torch.Tensor:
     """The masked-diffusion loss of one batch (see the module docstring)."""
     masked, weights = noise_mask(
-        batch, generator, suffix_mask_share, result_hidden_share, result_marker_id
+        batch,
+        generator,
+        suffix_mask_share,
+        result_hidden_share,
+        result_marker_id,
+        answer_marker_id,
     )
     tokens = batch.tokens
     noisy = torch.where(masked, engine.tokenizer.mask_id, tokens)
@@ -350,8 +361,12 @@ def noise_mask(
     suffix_mask_share: float = 0.0,
     result_hidden_share: float = 0.0,
     result_marker_id: int | None = None,
+    answer_marker_id: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Which positions of the batch to mask, and the loss weight of each position."""
+    """Which positions of the batch to mask, and the loss weight of each position.
+
+    Result-hidden rows hide from the last ``result_marker_id`` to the end of the reply,
+    or, given ``answer_marker_id``, the result only (see the module docstring)."""
     rows, width = batch.tokens.shape
     device = batch.tokens.device
 
@@ -378,9 +393,31 @@ def noise_mask(
         last_mark = torch.where(marks, position, -1).amax(dim=1)
         start = torch.where(last_mark >= 0, last_mark, batch.reply_ends).unsqueeze(1)
         hidden = (position >= start) & in_reply
+        if answer_marker_id is not None:
+            hidden = _result_only(batch.tokens, hidden, answer_marker_id)
         masked = torch.where(rows_hiding, at_ratio | hidden, masked)
         weights = torch.where(rows_hiding, torch.where(hidden, 1.0, ratio_weights), weights)
     return masked, weights
+
+
+def _result_only(tokens: torch.Tensor, hidden: torch.Tensor, answer_id: int) -> torch.Tensor:
+    """``hidden`` (each row's span from its last result marker to the reply's end) cut
+    to the result: from the marker to the answer marker, and wherever the answer repeats
+    the tokens between them ("→ 162" and "... is 162.")."""
+    cut = hidden.clone()
+    for row, (ids, span) in enumerate(zip(tokens.tolist(), hidden.tolist(), strict=True)):
+        if True not in span:
+            continue
+        start, end = span.index(True), len(span) - span[::-1].index(True)
+        if answer_id not in ids[start:end]:
+            continue  # no answer after the result: the span stays hidden whole
+        answer = ids.index(answer_id, start)
+        result = ids[start + 1 : answer]
+        cut[row, answer + 1 : end] = False
+        for at in range(answer + 1, end - len(result) + 1) if result else ():
+            if ids[at : at + len(result)] == result:
+                cut[row, at : at + len(result)] = True
+    return cut
 
 
 def learning_rate(config: TrainConfig, step: int, seconds: float = 0.0) -> float:
@@ -444,6 +481,7 @@ def train(
                     config.suffix_mask_share,
                     config.result_hidden_share,
                     marker,
+                    None if config.hide_whole_answer else engine.tokenizer.answer_id,
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

@@ -428,7 +428,12 @@ def trained(folder: Path) -> str:
         f"peak learning rate {run.get('lr', '?')}, seed {run.get('seed', '?')}, on "
         f"{run.get('hardware', 'CPU')}"
         + (
-            f", {run['result_hidden_share']:.0%} of its rows hidden from the result on"
+            f", {run['result_hidden_share']:.0%} of its rows "
+            + (
+                "hidden from the result on"
+                if run.get("hide_whole_answer", True)
+                else "with the result hidden wherever it is written"
+            )
             if run.get("result_hidden_share")
             else ""
         )

@@ -207,6 +207,13 @@ def main(argv: list[str] | None = None) -> int:
         "masked at random, so each step is learnt from the steps around it",
     )
     parser.add_argument(
+        "--hide-result-only",
+        action="store_true",
+        help="result-hidden rows hide the result where the reply writes it (after the "
+        "→ and in the answer), not the whole answer, whose copies from the question then "
+        "keep being learnt",
+    )
+    parser.add_argument(
         "--encoded",
         type=Path,
         nargs="+",
@@ -328,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         suffix_mask_share=args.suffix_mask_share,
         result_hidden_share=args.result_hidden_share,
         result_marker=RESULT_MARKER,
+        hide_whole_answer=not args.hide_result_only,
         decay_over_time_limit=args.decay_over_minutes,
         origin=origin(args, weights),
     )

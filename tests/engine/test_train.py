@@ -200,6 +200,46 @@ def test_result_hidden_rows_hide_the_reply_from_its_last_marker_on():
         TrainConfig(result_hidden_share=0.5)
 
 
+def test_result_only_rows_hide_the_result_and_its_repeat_in_the_answer_and_nothing_more():
+    """With the answer marker given, a result-hidden row hides its reasoning from the last
+    marker to the answer and the result where the answer repeats it; the answer's other
+    tokens are masked at the row's ratio, so its copies from the question are still
+    learnt with some of the answer shown."""
+    engine = Engine.random(tiny_config(max_seq_len=128), seed=0)
+    marker, answer_id = marker_id(engine, "="), engine.tokenizer.answer_id
+    examples = [
+        Example(f"question {i}", "so it is 42 in all", thinking="six times seven = 42")
+        for i in range(64)
+    ]
+    data = EncodedData.build(engine, examples, reply_length=60)
+    batch = data.sample(64, torch.Generator().manual_seed(3), bucketed=False)
+    masked, weights = noise_mask(
+        batch, torch.Generator().manual_seed(3), 0.0, 1.0, marker, answer_id
+    )
+    result = engine.tokenizer.encode(" 42")
+    answer_shown = answer_hidden = 0
+    for row in range(len(batch.tokens)):
+        prompt, end = int(batch.prompt_lens[row]), int(batch.reply_ends[row])
+        reply = batch.tokens[row, prompt:end].tolist()
+        hidden = masked[row, prompt:end].tolist()
+        mark, answer = reply.index(marker), reply.index(answer_id)
+        repeat = (
+            answer
+            + 1
+            + next(
+                at for at in range(len(reply)) if reply[answer + 1 + at :][: len(result)] == result
+            )
+        )
+        assert all(hidden[mark : answer + 1]) and all(hidden[repeat : repeat + len(result)])
+        assert bool((weights[row, prompt + repeat : prompt + repeat + len(result)] == 1).all())
+        rest = hidden[answer + 1 : repeat] + hidden[repeat + len(result) :]
+        answer_shown += rest.count(False)
+        answer_hidden += rest.count(True)
+    assert answer_shown > 50 and answer_hidden > 50
+    whole, _ = noise_mask(batch, torch.Generator().manual_seed(3), 0.0, 1.0, marker)
+    assert bool(whole[masked].all()) and int(whole.sum()) > int(masked.sum())
+
+
 def test_an_encoded_corpus_survives_saving_and_joins_in_order(tmp_path):
     engine = Engine.random(tiny_config(max_seq_len=128), seed=0)
     examples = [Example(f"question {i}", "an answer " * (1 + i // 10), "why") for i in range(40)]
