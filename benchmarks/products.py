@@ -6,8 +6,11 @@ one-digit operand and the card's figure mostly measures those. Here every unorde
 of a range is asked ("what is a times b", 16 steps, greedy) and the answers are counted
 by the operands' lengths (one digit, 10-19, 20-99), each split into pairs training saw
 and held-out ones, with how often the confidence threshold would have caught a wrong
-answer. Several models take turns on the same pairs. Run from the repository root:
-``python -m benchmarks.products [--model bundled] [--model build/RUN] [--every 3]``.
+answer. Several models take turns on the same pairs. ``--frame`` asks them in other words
+("tell me {a} times {b}?"), and the last row counts the answers that restate an operand
+wrong ("88 times 3 is 243." for 81 times 3), a slip the threshold rarely catches. Run
+from the repository root: ``python -m benchmarks.products [--model bundled] [--model
+build/RUN] [--every 3] [--frame "tell me {a} times {b}?"]``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from quicksilver.engine import Engine
 from quicksilver.models.reasoner_tiny.corpus import is_held_out_value
 
 BATCH = 32
+FRAME = "what is {a} times {b}"
 
 
 def length_class(n: int) -> str:
@@ -36,10 +40,12 @@ class Tally:
     asked: Counter = field(default_factory=Counter)
     wrong_caught: int = 0
     wrong: int = 0
+    miscopied: int = 0  # answers whose restated operands are not the asked ones
 
-    def add(self, key: tuple[str, bool], ok: bool, caught: bool) -> None:
+    def add(self, key: tuple[str, bool], ok: bool, caught: bool, miscopied: bool) -> None:
         self.asked[key] += 1
         self.right[key] += ok
+        self.miscopied += miscopied
         if not ok:
             self.wrong += 1
             self.wrong_caught += caught
@@ -54,15 +60,22 @@ def pairs(low: int, high: int, every: int) -> list[tuple[int, int]]:
     return [(a, b) for a in range(low, high + 1) for b in range(a, high + 1)][::every]
 
 
-def tally(engine: Engine, asked: list[tuple[int, int]], unsure_below: float) -> Tally:
+def tally(
+    engine: Engine, asked: list[tuple[int, int]], unsure_below: float, frame: str = FRAME
+) -> Tally:
     result = Tally()
     for start in range(0, len(asked), BATCH):
         chunk = asked[start : start + BATCH]
-        questions = [[{"role": "user", "content": f"what is {a} times {b}"}] for a, b in chunk]
+        questions = [[{"role": "user", "content": frame.format(a=a, b=b)}] for a, b in chunk]
         for (a, b), answer in zip(chunk, engine.answer_batch(questions), strict=True):
             key = (f"{length_class(a)} × {length_class(b)}", is_held_out_value("mul", (a, b)))
-            ok = answer.text.strip() == f"{a} times {b} is {a * b}."
-            result.add(key, ok, caught=answer.confidence < unsure_below)
+            said = answer.text.strip()
+            result.add(
+                key,
+                ok=said == f"{a} times {b} is {a * b}.",
+                caught=answer.confidence < unsure_below,
+                miscopied=not said.startswith(f"{a} times {b} is "),
+            )
     return result
 
 
@@ -74,16 +87,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--every", type=int, default=1, help="ask every n-th pair")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     parser.add_argument("--unsure-below", type=float, default=0.879, help="threshold")
+    parser.add_argument("--frame", default=FRAME, help="the question, with {a} and {b}")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     asked = pairs(args.low, args.high, args.every)
     models = args.model or ["bundled"]
     tallies = {
-        model: tally(Engine.load(model, device="cpu"), asked, args.unsure_below) for model in models
+        model: tally(Engine.load(model, device="cpu"), asked, args.unsure_below, args.frame)
+        for model in models
     }
     classes = sorted({name for t in tallies.values() for name, _held_out in t.asked})
-    print(f"{len(asked)} products, {args.low}..{args.high}, every {args.every}; right answers\n")
+    print(
+        f"{len(asked)} products, {args.low}..{args.high}, every {args.every}, asked "
+        f'"{args.frame}"; right answers\n'
+    )
     print("| operands | " + " | ".join(models) + " |")
     print("|---|" + "---:|" * len(models))
     for name in classes:
@@ -93,6 +111,8 @@ def main(argv: list[str] | None = None) -> None:
     print("| **all** | " + " | ".join(t.share(lambda key: True) for t in tallies.values()) + " |")
     caught = [f"{t.wrong_caught} of {t.wrong}" for t in tallies.values()]
     print(f"| wrong answers under {args.unsure_below} | " + " | ".join(caught) + " |")
+    miscopied = [str(t.miscopied) for t in tallies.values()]
+    print("| operands restated wrong | " + " | ".join(miscopied) + " |")
 
 
 if __name__ == "__main__":
