@@ -86,11 +86,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--high", type=int, default=99)
     parser.add_argument("--every", type=int, default=1, help="ask every n-th pair")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
-    parser.add_argument("--unsure-below", type=float, default=0.879, help="threshold")
+    parser.add_argument(
+        "--unsure-below", type=float, help="threshold (default: the bundled build's)"
+    )
     parser.add_argument("--frame", default=FRAME, help="the question, with {a} and {b}")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.unsure_below is None:
+        args.unsure_below = Engine.load("bundled", device="cpu").unsure_below
     asked = pairs(args.low, args.high, args.every)
     models = args.model or ["bundled"]
     tallies = {
