@@ -93,13 +93,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.unsure_below is None:
-        args.unsure_below = Engine.load("bundled", device="cpu").unsure_below
     asked = pairs(args.low, args.high, args.every)
-    models = args.model or ["bundled"]
+    engines = {model: Engine.load(model, device="cpu") for model in args.model or ["bundled"]}
+    models = list(engines)
+    if args.unsure_below is None:
+        bundled = engines.get("bundled") or Engine.load("bundled", device="cpu")
+        args.unsure_below = bundled.unsure_below
     tallies = {
-        model: tally(Engine.load(model, device="cpu"), asked, args.unsure_below, args.frame)
-        for model in models
+        model: tally(engine, asked, args.unsure_below, args.frame)
+        for model, engine in engines.items()
     }
     classes = sorted({name for t in tallies.values() for name, _held_out in t.asked})
     print(

@@ -394,22 +394,24 @@ def noise_mask(
         start = torch.where(last_mark >= 0, last_mark, batch.reply_ends).unsqueeze(1)
         hidden = (position >= start) & in_reply
         if answer_marker_id is not None:
-            hidden = _result_only(batch.tokens, hidden, answer_marker_id)
+            hiding = (rows_hiding.squeeze(1) & (last_mark >= 0)).nonzero().flatten().tolist()
+            hidden = _result_only(batch, hidden, last_mark, hiding, answer_marker_id)
         masked = torch.where(rows_hiding, at_ratio | hidden, masked)
         weights = torch.where(rows_hiding, torch.where(hidden, 1.0, ratio_weights), weights)
     return masked, weights
 
 
-def _result_only(tokens: torch.Tensor, hidden: torch.Tensor, answer_id: int) -> torch.Tensor:
-    """``hidden`` (each row's span from its last result marker to the reply's end) cut
-    to the result: from the marker to the answer marker, and wherever the answer repeats
-    the tokens between them ("→ 162" and "... is 162.")."""
+def _result_only(
+    batch: Batch, hidden: torch.Tensor, last_mark: torch.Tensor, rows: list[int], answer_id: int
+) -> torch.Tensor:
+    """``hidden`` (each row's span from its last result marker to the reply's end) cut,
+    in ``rows``, to the result: from the marker to the answer marker, and wherever the
+    answer repeats the tokens between them ("→ 162" and "... is 162.")."""
     cut = hidden.clone()
-    for row, (ids, span) in enumerate(zip(tokens.tolist(), hidden.tolist(), strict=True)):
-        if True not in span:
-            continue
-        start, end = span.index(True), len(span) - span[::-1].index(True)
-        if answer_id not in ids[start:end]:
+    for row in rows:
+        start, end = int(last_mark[row]), int(batch.reply_ends[row])
+        ids = batch.tokens[row, :end].tolist()
+        if answer_id not in ids[start:]:
             continue  # no answer after the result: the span stays hidden whole
         answer = ids.index(answer_id, start)
         result = ids[start + 1 : answer]

@@ -223,12 +223,8 @@ def test_result_only_rows_hide_the_result_and_its_repeat_in_the_answer_and_nothi
         reply = batch.tokens[row, prompt:end].tolist()
         hidden = masked[row, prompt:end].tolist()
         mark, answer = reply.index(marker), reply.index(answer_id)
-        repeat = (
-            answer
-            + 1
-            + next(
-                at for at in range(len(reply)) if reply[answer + 1 + at :][: len(result)] == result
-            )
+        repeat = next(
+            at for at in range(answer + 1, len(reply)) if reply[at : at + len(result)] == result
         )
         assert all(hidden[mark : answer + 1]) and all(hidden[repeat : repeat + len(result)])
         assert bool((weights[row, prompt + repeat : prompt + repeat + len(result)] == 1).all())
