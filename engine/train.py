@@ -33,6 +33,12 @@ trained wrote "88 times 2 is 162." for 81 times 2. With ``hide_whole_answer`` of
 row hides the result only where the reply writes it: from the marker to the answer, and
 the result's repeats in the answer; the answer's other tokens keep the ratio ``t``.
 
+A reply's spoken answer is a few tokens among a hundred of reasoning, and the loss sums
+over all of them alike: a token the answer must copy from the reasoning (the weekday a
+calendar reasoning arrives at) is then a sliver of the loss, and a model may go on
+recalling it from the prompt instead. ``TrainConfig.answer_weight`` multiplies the weight
+of every masked token after the answer marker.
+
 Batches are drawn from a generator seeded by ``(seed, step)``, so a run split into
 several resumed runs sees exactly the batches of one long run.
 
@@ -125,6 +131,7 @@ class TrainConfig:
     result_hidden_share: float = 0.0  # rows hidden from the result on (see module doc)
     result_marker: str | None = None  # the token before a reasoning's result, e.g. " →"
     hide_whole_answer: bool = True  # False: result-hidden rows hide only the result in it
+    answer_weight: float = 1.0  # the answer's masked tokens weigh this many times (see doc)
     # Cosine decay spans time_limit_s rather than steps: a burst of fixed length on
     # hardware whose speed is not known ahead ends with a fully decayed rate. Such a
     # run is not resumable step for step.
@@ -144,6 +151,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
         if self.result_hidden_share and not self.result_marker:
             raise ValueError("result_hidden_share needs the result_marker token")
+        if not self.answer_weight > 0:
+            raise ValueError(f"answer_weight must be positive, got {self.answer_weight}")
         if self.decay_over_time_limit and not self.time_limit_s:
             raise ValueError("decay_over_time_limit needs time_limit_s")
 
@@ -329,6 +338,7 @@ def diffusion_loss(
     result_hidden_share: float = 0.0,
     result_marker_id: int | None = None,
     answer_marker_id: int | None = None,
+    answer_weight: float = 1.0,
 ) -> torch.Tensor:
     """The masked-diffusion loss of one batch (see the module docstring)."""
     masked, weights = noise_mask(
@@ -339,12 +349,27 @@ def diffusion_loss(
         result_marker_id,
         answer_marker_id,
     )
+    if answer_weight != 1.0:
+        answers = answer_span(batch, engine.tokenizer.answer_id)
+        weights = torch.where(answers, weights * answer_weight, weights)
     tokens = batch.tokens
     noisy = torch.where(masked, engine.tokenizer.mask_id, tokens)
     logits = engine.model(noisy, prompt_len=batch.prompt_lens)
     ce = F.cross_entropy(logits[masked].float(), tokens[masked], reduction="none")
     reply_positions = tokens.shape[1] * len(tokens) - int(batch.prompt_lens.sum())
     return (ce * weights[masked]).sum() / reply_positions
+
+
+def answer_span(batch: Batch, answer_id: int) -> torch.Tensor:
+    """Each row's answer: the positions after its answer marker, up to the reply's end
+    (its end token included, padding not); nothing in a row without the marker."""
+    position = torch.arange(batch.tokens.shape[1], device=batch.tokens.device).unsqueeze(0)
+    in_reply = (position >= batch.prompt_lens.unsqueeze(1)) & (
+        position < batch.reply_ends.unsqueeze(1)
+    )
+    marks = (batch.tokens == answer_id) & in_reply
+    first = torch.where(marks, position, batch.tokens.shape[1]).amin(dim=1, keepdim=True)
+    return in_reply & (position > first)
 
 
 def marker_id(engine: Engine, marker: str | None) -> int:
@@ -484,6 +509,7 @@ def train(
                     config.result_hidden_share,
                     marker,
                     None if config.hide_whole_answer else engine.tokenizer.answer_id,
+                    config.answer_weight,
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

@@ -437,6 +437,11 @@ def trained(folder: Path) -> str:
             if run.get("result_hidden_share")
             else ""
         )
+        + (
+            f", the answer's tokens weighted {run['answer_weight']:g}x"
+            if run.get("answer_weight", 1.0) != 1.0
+            else ""
+        )
         + continued_clause(run.get("origin") or {})
         + (f", then {blend_clause(run['blend'])}" if run.get("blend") else "")
     )

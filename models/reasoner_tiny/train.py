@@ -214,6 +214,14 @@ def main(argv: list[str] | None = None) -> int:
         "keep being learnt",
     )
     parser.add_argument(
+        "--answer-weight",
+        type=float,
+        default=1.0,
+        metavar="W",
+        help="the spoken answer's masked tokens weigh W times in the loss, so a token the "
+        "answer copies from the reasoning is not a sliver of it",
+    )
+    parser.add_argument(
         "--encoded",
         type=Path,
         nargs="+",
@@ -336,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         result_hidden_share=args.result_hidden_share,
         result_marker=RESULT_MARKER,
         hide_whole_answer=not args.hide_result_only,
+        answer_weight=args.answer_weight,
         decay_over_time_limit=args.decay_over_minutes,
         origin=origin(args, weights),
     )

@@ -9,6 +9,8 @@ from quicksilver.engine.train import (
     EncodedData,
     Example,
     TrainConfig,
+    answer_span,
+    diffusion_loss,
     learning_rate,
     marker_id,
     noise_mask,
@@ -234,6 +236,40 @@ def test_result_only_rows_hide_the_result_and_its_repeat_in_the_answer_and_nothi
     assert answer_shown > 50 and answer_hidden > 50
     whole, _ = noise_mask(batch, torch.Generator().manual_seed(3), 0.0, 1.0, marker)
     assert bool(whole[masked].all()) and int(whole.sum()) > int(masked.sum())
+
+
+def test_the_answer_weight_scales_the_answers_tokens_and_only_them():
+    """The answer span runs from after the marker to the reply's end token; with the same
+    noise the loss is linear in the answer weight, and the answer's part is positive, so
+    the weight multiplies exactly the answer's tokens."""
+    engine = Engine.random(tiny_config(max_seq_len=128), seed=0)
+    answer_id, end_id = engine.tokenizer.answer_id, engine.tokenizer.end_id
+    examples = [
+        Example(f"question {i}", "the answer is here", thinking="some reasoning first")
+        for i in range(24)
+    ] + [Example(f"plain {i}", "a reply") for i in range(8)]
+    data = EncodedData.build(engine, examples, reply_length=40)
+    batch = data.sample(32, torch.Generator().manual_seed(4), bucketed=False)
+    span = answer_span(batch, answer_id)
+    answers = set()
+    for thinking, text in (("some reasoning first", "the answer is here"), ("", "a reply")):
+        reply = engine.tokenizer.reply_ids(thinking, text)
+        answers.add(tuple(reply[reply.index(answer_id) + 1 :]))  # its end token included
+    for row in range(len(batch.tokens)):
+        picked = tuple(batch.tokens[row][span[row]].tolist())
+        assert picked in answers and picked[-1] == end_id
+        assert int(span[row].nonzero()[-1]) == int(batch.reply_ends[row]) - 1
+
+    def loss(weight: float) -> float:
+        with torch.no_grad():
+            noise = torch.Generator().manual_seed(4)
+            return float(diffusion_loss(engine, batch, noise, answer_weight=weight))
+
+    one, two, four = loss(1.0), loss(2.0), loss(4.0)
+    assert one < two < 2 * one  # the answer's part grows, the reasoning's does not
+    assert four - one == pytest.approx(3 * (two - one), rel=1e-4)
+    with pytest.raises(ValueError, match="answer_weight must be positive"):
+        TrainConfig(answer_weight=0.0)
 
 
 def test_an_encoded_corpus_survives_saving_and_joins_in_order(tmp_path):

@@ -713,10 +713,14 @@ def test_a_continued_run_can_be_deepened_and_resumes_at_its_new_depth(tmp_path, 
         f"50% of its rows hidden from the result on, continuing `{tmp_path / 'trained'}` "
         "with 1 layer added"
     )
-    hiding = ["--result-hidden-share", "0.25", "--hide-result-only"]
+    hiding = ["--result-hidden-share", "0.25", "--hide-result-only", "--answer-weight", "4"]
     assert train_main([*common, *budget, "--steps", "5", *hiding]) == 0
-    assert json.loads((run / "training.json").read_text())["hide_whole_answer"] is False
-    assert "25% of its rows with the result hidden wherever it is written" in ship.trained(run)
+    record = json.loads((run / "training.json").read_text())
+    assert record["hide_whole_answer"] is False and record["answer_weight"] == 4.0
+    assert "25% of its rows with the result hidden wherever it is written, the answer's " in (
+        ship.trained(run)
+    )
+    assert "the answer's tokens weighted 4x" in ship.trained(run)
     with pytest.raises(SystemExit):
         train_main(["--deepen", "1", "--out", str(tmp_path / "x")])
     assert "--deepen grows --init-from RUN" in capsys.readouterr().err
