@@ -360,13 +360,17 @@ def diffusion_loss(
     return (ce * weights[masked]).sum() / reply_positions
 
 
+def reply_span(batch: Batch) -> torch.Tensor:
+    """Each row's reply positions, its end token included and the padding after it not."""
+    position = torch.arange(batch.tokens.shape[1], device=batch.tokens.device).unsqueeze(0)
+    return (position >= batch.prompt_lens.unsqueeze(1)) & (position < batch.reply_ends.unsqueeze(1))
+
+
 def answer_span(batch: Batch, answer_id: int) -> torch.Tensor:
     """Each row's answer: the positions after its answer marker, up to the reply's end
     (its end token included, padding not); nothing in a row without the marker."""
     position = torch.arange(batch.tokens.shape[1], device=batch.tokens.device).unsqueeze(0)
-    in_reply = (position >= batch.prompt_lens.unsqueeze(1)) & (
-        position < batch.reply_ends.unsqueeze(1)
-    )
+    in_reply = reply_span(batch)
     marks = (batch.tokens == answer_id) & in_reply
     first = torch.where(marks, position, batch.tokens.shape[1]).amin(dim=1, keepdim=True)
     return in_reply & (position > first)
@@ -413,7 +417,7 @@ def noise_mask(
         weights = torch.where(ordered, torch.ones_like(weights), weights)
     if result_hidden_share > 0:  # drawn only when asked: other runs keep their batches
         rows_hiding = (uniform(rows) < result_hidden_share).unsqueeze(1)
-        in_reply = is_reply & (position < batch.reply_ends.unsqueeze(1))
+        in_reply = reply_span(batch)
         marks = (batch.tokens == result_marker_id) & in_reply
         last_mark = torch.where(marks, position, -1).amax(dim=1)
         start = torch.where(last_mark >= 0, last_mark, batch.reply_ends).unsqueeze(1)
