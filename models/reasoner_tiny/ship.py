@@ -64,6 +64,7 @@ from .evaluate import (
     VALIDATION_SEED,
     VALIDATION_SEEDS,
     Evaluation,
+    SideBySide,
     evaluate,
     left_to_right,
     side_by_side,
@@ -78,6 +79,7 @@ ROUTED_TEMPLATE = HERE / "MODEL_CARD.routed.template.md"
 ACCURACY_SECTION = ("## Accuracy on the held-out sets", "{unsure}")
 STEP_BUDGETS = (8, 16, 32)  # the card's columns, then 16 steps as a follow-up and in
 # training's phrasings
+CLEARLY_FASTER = 0.1  # a p50 this much lower beats a member's own sampler (best_candidate)
 CANDIDATES = {  # sampler options tried on the validation items
     "plain": {},
     "padding settled at p 0.9": {"padding_threshold": 0.9},
@@ -132,25 +134,28 @@ def sampler_name(sampler: SamplerConfig) -> str:
     return "own settings: " + (", ".join(settings) or "the defaults")
 
 
-def choose_sampler(
-    engine: Engine,
+def validation_items(
     per_skill: int,
     skills: Collection[str] | None = None,
     seeds: Collection[int] = (VALIDATION_SEED,),
-) -> tuple[str, SamplerConfig, dict[str, float]]:
-    """Of the candidates within one validation answer of the best mean accuracy at 16
-    steps (``per_skill`` items of each of ``skills`` per draw, one draw per seed), the
-    fastest (p50). Leaves ``engine.sampler`` as it found it.
-
-    The candidates answer side by side (:func:`side_by_side`), not one after another."""
-    run_sampler = engine.sampler
-    samplers = {name: candidate_sampler(run_sampler, opts) for name, opts in CANDIDATES.items()}
-    items = [
+) -> list[Item]:
+    """The held-out validation draws a sampler is chosen on: ``per_skill`` items of each
+    of ``skills`` (every skill by default) per draw, one draw per seed."""
+    return [
         item
         for seed in seeds
         for questions in held_out_set(per_skill, seed, skills).values()
         for item in questions
     ]
+
+
+def race(
+    engine: Engine, samplers: dict[str, SamplerConfig], items: Collection[Item]
+) -> dict[str, SideBySide]:
+    """Each of ``samplers`` answers every item at 16 steps, side by side
+    (:func:`side_by_side`), not one after another. Leaves ``engine.sampler`` as it found
+    it."""
+    run_sampler = engine.sampler
 
     def answering_with(sampler: SamplerConfig) -> Callable[[Item], Answer]:
         def answer(item: Item) -> Answer:
@@ -160,12 +165,28 @@ def choose_sampler(
         return answer
 
     try:
-        tallies = side_by_side({n: answering_with(s) for n, s in samplers.items()}, items)
+        return side_by_side({n: answering_with(s) for n, s in samplers.items()}, list(items))
     finally:
         engine.sampler = run_sampler
+
+
+def choose_sampler(
+    engine: Engine,
+    per_skill: int,
+    skills: Collection[str] | None = None,
+    seeds: Collection[int] = (VALIDATION_SEED,),
+) -> tuple[str, SamplerConfig, dict[str, float]]:
+    """The candidate :func:`best_candidate` picks at 16 steps on the validation draws
+    (:func:`validation_items`), the engine's own sampler kept when it is one of them and
+    no other is clearly better or clearly faster. Leaves ``engine.sampler`` as it found
+    it."""
+    samplers = {name: candidate_sampler(engine.sampler, o) for name, o in CANDIDATES.items()}
+    items = validation_items(per_skill, skills, seeds)
+    tallies = race(engine, samplers, items)
     means = {name: tally.right / len(items) for name, tally in tallies.items()}
     p50s = {name: tally.p50_ms for name, tally in tallies.items()}
-    best = best_candidate(means, p50s, len(items))
+    incumbent = sampler_name(engine.sampler)
+    best = best_candidate(means, p50s, len(items), incumbent if incumbent in samplers else None)
     return best, samplers[best], means
 
 
@@ -182,35 +203,59 @@ def default_skills(experts: Collection[str]) -> tuple[str, ...]:
     return tuple(skill for skill in SKILLS if family(skill) not in experts)
 
 
+def sampled_members(
+    engine: RoutedEngine, with_default: bool
+) -> dict[str, tuple[Engine, tuple[str, ...]]]:
+    """The members whose sampler a routed ship chooses, each with the skills it is chosen
+    on: every expert named for a family (one named for none answers no skill the draws
+    ask) on its family's, and with ``with_default`` the default model on
+    :func:`default_skills`."""
+    members = {
+        name: (expert, FAMILIES[name])
+        for name, expert in engine.experts.items()
+        if name in FAMILIES
+    }
+    if with_default:
+        members[DEFAULT] = (engine.default, default_skills(engine.experts))
+    return members
+
+
 def choose_member_samplers(
     engine: RoutedEngine, per_skill: int, with_default: bool
 ) -> dict[str, str]:
-    """Set each expert's sampler to the one :func:`choose_sampler` picks on its family's
-    skills, both validation draws, and with ``with_default`` the default model's on
-    :func:`default_skills`; the chosen candidate's name per member ("default" for that one).
+    """Set each of :func:`sampled_members` to the sampler :func:`choose_sampler` picks on
+    its skills, both validation draws; the chosen candidate's name per member ("default"
+    for the default model).
 
     An expert inherits the default model's sampler when it is trained, chosen for another
     model on every skill; its own can differ (the spelling expert spelled 4 points better
     without the default's position decay)."""
-    members = {name: (expert, FAMILIES.get(name)) for name, expert in engine.experts.items()}
-    if with_default:
-        members[DEFAULT] = (engine.default, default_skills(engine.experts))
     chosen = {}
-    for name, (member, skills) in members.items():
-        if skills:  # an expert named for no family answers no skill the draws ask
-            chosen[name], member.sampler, _ = choose_sampler(
-                member, per_skill, skills, VALIDATION_SEEDS
-            )
+    for name, (member, skills) in sampled_members(engine, with_default).items():
+        chosen[name], member.sampler, _ = choose_sampler(
+            member, per_skill, skills, VALIDATION_SEEDS
+        )
     return chosen
 
 
-def best_candidate(means: dict[str, float], p50s: dict[str, float], answers: int) -> str:
-    """The fastest candidate whose mean is at most one answer (of ``answers``, spread
-    evenly over the skills) below the best: a gap that small is one coin flip on the
-    validation items, while latency is a target of its own."""
+def best_candidate(
+    means: dict[str, float], p50s: dict[str, float], answers: int, keep: str | None = None
+) -> str:
+    """Of the candidates whose mean is at most one answer (of ``answers``, spread evenly
+    over the skills) below the best, the fastest: a gap that small is one coin flip on
+    the validation items, while latency is a target of its own.
+
+    ``keep`` (the sampler a member runs now) stays chosen while it is among them and none
+    is faster by more than :data:`CLEARLY_FASTER`: identical samplers' p50s land that far
+    apart side by side, and a re-ship of an unchanged member should not flip its sampler
+    on that noise (the calendar expert once lost position decay so, and 8 points)."""
     slack = 1 / answers + 1e-9
     best = max(means.values())
-    return min((name for name in means if means[name] >= best - slack), key=p50s.__getitem__)
+    tied = [name for name in means if means[name] >= best - slack]
+    fastest = min(tied, key=p50s.__getitem__)
+    if keep in tied and p50s[fastest] >= p50s[keep] * (1 - CLEARLY_FASTER):
+        return keep
+    return fastest
 
 
 def choose_unsure(engine: Engine | RoutedEngine, per_skill: int) -> list[tuple[float, bool]]:

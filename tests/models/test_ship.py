@@ -68,6 +68,32 @@ def test_of_samplers_within_one_answer_of_the_best_the_fastest_is_chosen():
     assert ship.best_candidate(means, p50s | {"blocks": 9.0}, 168) == "padding"
 
 
+def test_a_members_own_sampler_stays_unless_another_is_clearly_better_or_faster():
+    """Identical samplers' p50s land a few percent apart side by side: a re-ship of an
+    unchanged member keeps its sampler through that noise, not through a real gain."""
+    means = {"own": 0.80, "decay dropped": 0.80 + 1 / 120, "blocks": 0.70}
+    p50s = {"own": 100.0, "decay dropped": 97.0, "blocks": 50.0}
+    assert ship.best_candidate(means, p50s, 120) == "decay dropped"  # no sampler to keep
+    assert ship.best_candidate(means, p50s, 120, keep="own") == "own"  # 3% is noise
+    clearly_faster = p50s | {"decay dropped": 100.0 * (1 - ship.CLEARLY_FASTER) - 1}
+    assert ship.best_candidate(means, clearly_faster, 120, keep="own") == "decay dropped"
+    clearly_better = means | {"decay dropped": 0.80 + 2 / 120}
+    assert ship.best_candidate(clearly_better, p50s, 120, keep="own") == "decay dropped"
+    assert ship.best_candidate(means, p50s, 120, keep="blocks") == "decay dropped"  # worse
+
+
+def test_each_skill_chooses_one_shipped_members_sampler_and_the_ship_can_keep_it():
+    """Every skill is in exactly one member's validation draws, and every member runs one
+    of the candidates by name: the ship keeps a member's sampler only then."""
+    routed = Engine.load(SHIPPED / "routed", device="cpu")
+    members = ship.sampled_members(routed, with_default=True)
+    assert set(members) == {*routed.experts, "default"}
+    chosen_on = sorted(skill for _member, skills in members.values() for skill in skills)
+    assert chosen_on == sorted(SKILLS)
+    names = {name: ship.sampler_name(member.sampler) for name, (member, _) in members.items()}
+    assert set(names.values()) <= set(ship.CANDIDATES), names
+
+
 def test_the_candidates_answer_side_by_side_and_score_as_evaluate_does():
     """Every item is answered by every candidate in turn, so that a slower minute of the
     machine slows them all; the accuracy is the same as each one's own evaluation."""
