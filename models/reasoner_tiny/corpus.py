@@ -140,15 +140,14 @@ def sub_columns(a: int, b: int, width: int = WIDTH) -> str:
     return " ".join(steps)
 
 
-def mul_row(a: int, d: int, width: int = 2) -> str:
-    """a of ``width`` digits × one digit d, column by column (``x*d+c=PQ``), then the row,
-    one digit longer than a."""
+def mul_row(a: int, d: int) -> str:
+    """a < 100 × one digit d, column by column (``x*d+c=PQ``), then the three-digit row."""
     steps, carry = [], 0
-    for x in _digits(a, width):
+    for x in _digits(a, 2):
         total = x * d + carry
         steps.append(f"{x}*{d}+{carry}={total:02d}")
         carry = total // 10
-    return f"{' '.join(steps)} → {a * d:0{width + 1}d}"
+    return f"{' '.join(steps)} → {a * d:03d}"
 
 
 def mul_thinking(a: int, b: int) -> str:
@@ -457,71 +456,26 @@ def conversion(rng: random.Random, held_out: bool) -> Item:
     question = _phrase(rng, held_out, CONVERT_PHRASES).format(
         n=amount, a=_units(source, n), b=target + "s"
     )
-    thinking, result = times_factor(n, factor), n * factor
+    zeros = len(str(factor)) - len(str(factor).rstrip("0"))
+    core = factor // 10**zeros
+    thinking = mul_thinking(n, core) if core > 1 else f"{padded(n)}*001 → {n}"
+    if zeros:
+        thinking += f" → {n * factor}"
+    thinking = f"×{factor}: {thinking}"
+    result = n * factor
     answer = f"{n} {_units(source, n)} is {result} {_units(target, result)}."
     return Item("conversion", transcript(question, rng), thinking, answer)
 
 
-def digit_factors(factor: int) -> tuple[int, tuple[int, ...]]:
-    """A unit's size as its trailing zeros and at most two one-digit factors: 60 is
-    (1, (6,)), 24 is (0, (3, 8)), 1000 is (3, ())."""
-    zeros = len(str(factor)) - len(str(factor).rstrip("0"))
-    core = factor // 10**zeros
-    if core == 1:
-        return zeros, ()
-    if core < 10:
-        return zeros, (core,)
-    first = next(d for d in range(2, 10) if core % d == 0 and core // d < 10)
-    return zeros, (first, core // first)
-
-
-def times_factor(n: int, factor: int) -> str:
-    """n < 100 into the smaller unit: one row per one-digit factor of the unit's size (the
-    rows the multiplication skill writes, three digits wide), then its zeros. A two-digit
-    size is two such rows, not two rows and their sum: the column sums of a sum were
-    where "38 days is 832 hours" went wrong::
-
-        ×24: 038*3: 8*3+0=24 3*3+2=11 0*3+1=01 → 0114 | 114*8: … → 0912 → 912
-    """
-    _, digits = digit_factors(factor)
-    if not digits:
-        return f"×{factor}: {padded(n)}*001 → {n} → {n * factor}"
-    rows, value = [], n
-    for digit in digits:
-        rows.append(f"{value:03d}*{digit}: {mul_row(value, digit, 3)}")
-        value *= digit
-    return f"×{factor}: {' | '.join(rows)} → {n * factor}"
-
-
-def divided_by_factor(amount: int, factor: int) -> str:
-    """An exact amount into the bigger unit: its zeros dropped, then one long division
-    (the division skill's) per one-digit factor of the unit's size, so no step divides
-    by a two-digit number; a size of only zeros (10, 100) is one long division by it::
-
-        ÷60: 540 → 054 | 054/006: 000/06=0r00 005/06=0r05 054/06=9r00 → 9
-    """
-    zeros, digits = digit_factors(factor)
-    if not digits:
-        return f"÷{factor}: {div_thinking(amount, factor)}"
-    parts, value = [], amount
-    if zeros:
-        value //= 10**zeros
-        parts.append(f"{padded(amount)} → {padded(value)}")
-    for digit in digits:
-        parts.append(div_thinking(value, digit))
-        value //= digit
-    return f"÷{factor}: {' | '.join(parts)}"
-
-
 def _into_bigger_unit(rng: random.Random, held_out: bool, unit: int, n: int) -> Item:
-    """ "how many weeks is 21 days": the amount divided by the unit's size
-    (``divided_by_factor``), answered amount first, as asked."""
+    """ "how many weeks is 21 days": the amount divided by the unit's size in the long
+    division the division skill writes, answered amount first, as asked."""
     big, small, factor = UNITS[unit]
     amount = n * factor
     question = _phrase(rng, held_out, CONVERT_PHRASES).format(
         n=spoken(amount, rng), a=_units(small, amount), b=big + "s"
     )
-    thinking = divided_by_factor(amount, factor)
+    thinking = f"÷{factor}: {div_thinking(amount, factor)}"
     answer = f"{amount} {_units(small, amount)} is {n} {_units(big, n)}."
     return Item("conversion", transcript(question, rng), thinking, answer)
 
