@@ -79,7 +79,7 @@ ROUTED_TEMPLATE = HERE / "MODEL_CARD.routed.template.md"
 ACCURACY_SECTION = ("## Accuracy on the held-out sets", "{unsure}")
 STEP_BUDGETS = (8, 16, 32)  # the card's columns, then 16 steps as a follow-up and in
 # training's phrasings
-CLEARLY_FASTER = 0.1  # a p50 this much lower beats a member's own sampler (best_candidate)
+CLEARLY_FASTER = 0.05  # a p50 this much lower beats a member's own sampler (best_candidate)
 CANDIDATES = {  # sampler options tried on the validation items
     "plain": {},
     "padding settled at p 0.9": {"padding_threshold": 0.9},
