@@ -40,7 +40,7 @@ import dataclasses
 import json
 import os
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 import torch
@@ -150,7 +150,7 @@ def validation_items(
 
 
 def race(
-    engine: Engine, samplers: dict[str, SamplerConfig], items: Collection[Item]
+    engine: Engine, samplers: dict[str, SamplerConfig], items: Sequence[Item]
 ) -> dict[str, SideBySide]:
     """Each of ``samplers`` answers every item at 16 steps, side by side
     (:func:`side_by_side`), not one after another. Leaves ``engine.sampler`` as it found
@@ -165,7 +165,7 @@ def race(
         return answer
 
     try:
-        return side_by_side({n: answering_with(s) for n, s in samplers.items()}, list(items))
+        return side_by_side({n: answering_with(s) for n, s in samplers.items()}, items)
     finally:
         engine.sampler = run_sampler
 
@@ -185,8 +185,7 @@ def choose_sampler(
     tallies = race(engine, samplers, items)
     means = {name: tally.right / len(items) for name, tally in tallies.items()}
     p50s = {name: tally.p50_ms for name, tally in tallies.items()}
-    incumbent = sampler_name(engine.sampler)
-    best = best_candidate(means, p50s, len(items), incumbent if incumbent in samplers else None)
+    best = best_candidate(means, p50s, len(items), keep=sampler_name(engine.sampler))
     return best, samplers[best], means
 
 
@@ -245,10 +244,11 @@ def best_candidate(
     over the skills) below the best, the fastest: a gap that small is one coin flip on
     the validation items, while latency is a target of its own.
 
-    ``keep`` (the sampler a member runs now) stays chosen while it is among them and none
-    is faster by more than :data:`CLEARLY_FASTER`: identical samplers' p50s land that far
-    apart side by side, and a re-ship of an unchanged member should not flip its sampler
-    on that noise (the calendar expert once lost position decay so, and 8 points)."""
+    ``keep`` (the sampler a member runs now; a name no candidate has is never among them)
+    stays chosen while it is among them and none is faster by more than
+    :data:`CLEARLY_FASTER`: identical samplers' p50s land that far apart side by side,
+    and a re-ship of an unchanged member should not flip its sampler on that noise (the
+    calendar expert once lost position decay so, and 8 points)."""
     slack = 1 / answers + 1e-9
     best = max(means.values())
     tied = [name for name in means if means[name] >= best - slack]

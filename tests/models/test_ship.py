@@ -80,6 +80,8 @@ def test_a_members_own_sampler_stays_unless_another_is_clearly_better_or_faster(
     clearly_better = means | {"decay dropped": 0.80 + 2 / 120}
     assert ship.best_candidate(clearly_better, p50s, 120, keep="own") == "decay dropped"
     assert ship.best_candidate(means, p50s, 120, keep="blocks") == "decay dropped"  # worse
+    own_settings = "own settings: position_decay -0.01"  # a sampler no candidate is
+    assert ship.best_candidate(means, p50s, 120, keep=own_settings) == "decay dropped"
 
 
 def test_each_skill_chooses_one_shipped_members_sampler_and_the_ship_can_keep_it():
